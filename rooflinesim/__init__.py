@@ -1,0 +1,26 @@
+"""rooflinesim: roofline and performance-model simulator for LLM inference with speculative decoding.
+
+Flat public API; see README.md for the data flow (specs -> ops -> roofline -> step -> speculative -> predict).
+"""
+
+from .predict import InputError, Prediction, predict
+from .registry import SpecError, list_hardware, list_models, load_hardware, load_model
+from .specs import HardwareSpec, ModelSpec, Workload
+from .units import parse_count
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "predict",
+    "Prediction",
+    "InputError",
+    "SpecError",
+    "load_hardware",
+    "load_model",
+    "list_hardware",
+    "list_models",
+    "HardwareSpec",
+    "ModelSpec",
+    "Workload",
+    "parse_count",
+]

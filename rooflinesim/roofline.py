@@ -1,0 +1,76 @@
+"""Per-op cost x hardware -> time. Knows hardware, not transformers.
+
+time per op instance = max(FLOPs / (peak x compute fraction), bytes / (bandwidth x memory fraction)) + overhead,
+applied per op and then summed (never one max over step totals). Two timing models share this interface:
+
+* `DatasheetTiming`: the formula above with the spec's fractions and overhead (the *expected* time), or with
+  fractions 1 and no overhead (`speed_of_light`: the *roofline* time).
+* a measured timing model (rooflinesim.calibrate.profile) built from a calibration profile's tables.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Protocol
+
+import numpy as np
+
+from .ops import MATMUL_KINDS, OpCost
+from .specs import HardwareSpec
+
+
+@dataclass(frozen=True)
+class OpTime:
+    """Time of all `count` instances of one op in a step, arrays over the workload grid."""
+
+    compute_time_s: np.ndarray
+    memory_time_s: np.ndarray
+    overhead_s: np.ndarray
+    time_s: np.ndarray
+    compute_bound: np.ndarray  # bool
+
+
+class TimingModel(Protocol):
+    name: str
+
+    def get_op_time(self, op: OpCost, compute_dtype: str) -> OpTime: ...
+
+    def get_step_overhead_s(self, num_layers: int) -> float: ...
+
+
+def get_op_peak_flops_per_s(hw: HardwareSpec, op: OpCost, compute_dtype: str) -> float:
+    """Matmul-like ops run at the compute dtype's peak; elementwise work at the fp32 (vector) peak."""
+    if op.kind in MATMUL_KINDS:
+        return hw.get_peak_flops_per_s(compute_dtype)
+    return hw.get_peak_flops_per_s("fp32")
+
+
+@dataclass(frozen=True)
+class DatasheetTiming:
+    """The roofline with achievable fractions of the datasheet peaks and a fixed per-kernel overhead."""
+
+    hw: HardwareSpec
+    compute_fraction: float
+    memory_fraction: float
+    kernel_overhead_s: float
+    name: str = "datasheet"
+
+    @classmethod
+    def expected(cls, hw: HardwareSpec) -> "DatasheetTiming":
+        e = hw.efficiency
+        return cls(hw, e.compute_fraction, e.memory_fraction, e.kernel_overhead_s, name="datasheet-expected")
+
+    @classmethod
+    def speed_of_light(cls, hw: HardwareSpec) -> "DatasheetTiming":
+        return cls(hw, 1.0, 1.0, 0.0, name="roofline")
+
+    def get_op_time(self, op: OpCost, compute_dtype: str) -> OpTime:
+        peak = get_op_peak_flops_per_s(self.hw, op, compute_dtype) * self.compute_fraction
+        bandwidth = self.hw.memory_bandwidth_bytes_per_s * self.memory_fraction
+        compute = op.count * op.flops / peak
+        memory = op.count * op.bytes / bandwidth
+        overhead = np.full_like(compute, op.count * self.kernel_overhead_s)
+        return OpTime(compute, memory, overhead, np.maximum(compute, memory) + overhead, compute > memory)
+
+    def get_step_overhead_s(self, num_layers: int) -> float:
+        return 0.0

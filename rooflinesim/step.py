@@ -1,0 +1,161 @@
+"""Step costs: per-op times summed into prefill / decode / verify(k + 1) steps; memory fit and max batch.
+
+Everything is vectorised over the workload grid, so sweeps and the scalar `predict` share one implementation.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from .ops import OpCost, get_activation_bytes, get_kv_cache_bytes, get_step_ops
+from .roofline import DatasheetTiming, OpTime, TimingModel
+from .specs import HardwareSpec, ModelSpec
+
+
+@dataclass(frozen=True)
+class StepCost:
+    """One forward step: its ops, each op's expected and speed-of-light time, and the totals."""
+
+    ops: list[OpCost]
+    expected: list[OpTime]
+    roofline: list[OpTime]
+    tokens: np.ndarray  # new tokens in the step (B x q)
+    step_overhead_s: float
+
+    @property
+    def step_time_s(self) -> np.ndarray:
+        return sum(t.time_s for t in self.expected) + self.step_overhead_s
+
+    @property
+    def roofline_step_time_s(self) -> np.ndarray:
+        return sum(t.time_s for t in self.roofline)
+
+    def _total(self, attribute: str) -> np.ndarray:
+        return sum(op.count * getattr(op, attribute) for op in self.ops)
+
+    @property
+    def flops(self) -> np.ndarray:
+        return self._total("flops")
+
+    @property
+    def bytes(self) -> np.ndarray:
+        return self._total("bytes")
+
+    @property
+    def weight_bytes(self) -> np.ndarray:
+        return self._total("weight_bytes")
+
+    @property
+    def kv_read_bytes(self) -> np.ndarray:
+        return self._total("kv_read_bytes")
+
+    @property
+    def kv_write_bytes(self) -> np.ndarray:
+        return self._total("kv_write_bytes")
+
+    @property
+    def activation_bytes(self) -> np.ndarray:
+        return self._total("act_read_bytes") + self._total("act_write_bytes")
+
+    @property
+    def arithmetic_intensity_flops_per_byte(self) -> np.ndarray:
+        return self.flops / self.bytes
+
+    @property
+    def compute_time_s(self) -> np.ndarray:
+        return sum(t.compute_time_s for t in self.expected)
+
+    @property
+    def memory_time_s(self) -> np.ndarray:
+        return sum(t.memory_time_s for t in self.expected)
+
+    @property
+    def compute_bound_time_s(self) -> np.ndarray:
+        """Expected time spent in compute-bound ops; the step is called compute-bound when this dominates."""
+        return sum(np.where(t.compute_bound, t.time_s, 0.0) for t in self.expected)
+
+    @property
+    def compute_bound(self) -> np.ndarray:
+        return self.compute_bound_time_s > 0.5 * sum(t.time_s for t in self.expected)
+
+    @property
+    def tokens_per_s(self) -> np.ndarray:
+        return self.tokens / self.step_time_s
+
+
+def get_step_cost(
+    hw: HardwareSpec,
+    model: ModelSpec,
+    batch,
+    context_tokens,
+    new_tokens,
+    weight_dtype: str = "bf16",
+    kv_dtype: str = "bf16",
+    activation_dtype: str = "bf16",
+    attention: str = "flash",
+    logits_for_all_tokens: bool = True,
+    timing: TimingModel | None = None,
+) -> StepCost:
+    """Cost of one forward step of B sequences adding q tokens on S cached ones (arrays broadcast)."""
+    ops = get_step_ops(
+        model, batch, context_tokens, new_tokens, weight_dtype, kv_dtype, activation_dtype, attention,
+        logits_for_all_tokens,
+    )
+    timing = timing or DatasheetTiming.expected(hw)
+    sol = DatasheetTiming.speed_of_light(hw)
+    tokens = np.asarray(batch, dtype=float) * np.asarray(new_tokens, dtype=float)
+    return StepCost(
+        ops=ops,
+        expected=[timing.get_op_time(op, activation_dtype) for op in ops],
+        roofline=[sol.get_op_time(op, activation_dtype) for op in ops],
+        tokens=tokens,
+        step_overhead_s=timing.get_step_overhead_s(model.num_layers),
+    )
+
+
+@dataclass(frozen=True)
+class MemoryFit:
+    weight_bytes: float
+    kv_cache_bytes: np.ndarray
+    activation_bytes: np.ndarray
+    capacity_bytes: float
+
+    @property
+    def total_bytes(self) -> np.ndarray:
+        return self.weight_bytes + self.kv_cache_bytes + self.activation_bytes
+
+    @property
+    def fits_in_memory(self) -> np.ndarray:
+        return self.total_bytes <= self.capacity_bytes
+
+
+def get_memory_fit(
+    hw: HardwareSpec, model: ModelSpec, batch, context_tokens, new_tokens, weight_dtype, kv_dtype, activation_dtype,
+    attention: str = "flash",
+) -> MemoryFit:
+    """Weights + KV cache for B x (S + q) positions + the step's activations, against device capacity."""
+    s, q = np.asarray(context_tokens, dtype=float), np.asarray(new_tokens, dtype=float)
+    return MemoryFit(
+        weight_bytes=model.get_weight_bytes(weight_dtype),
+        kv_cache_bytes=get_kv_cache_bytes(model, batch, s + q, kv_dtype),
+        activation_bytes=get_activation_bytes(model, batch, q, s, activation_dtype, attention),
+        capacity_bytes=hw.memory_capacity_bytes,
+    )
+
+
+def get_max_batch(
+    hw: HardwareSpec, model: ModelSpec, context_tokens, new_tokens, weight_dtype, kv_dtype, activation_dtype,
+    attention: str = "flash",
+) -> np.ndarray:
+    """Largest batch whose weights + KV cache + activations fit (0 when even one sequence does not).
+
+    Memory is linear in the batch, so this is the closed form floor((capacity - weights) / bytes per sequence).
+    """
+    per_sequence = get_memory_fit(
+        hw, model, 1, context_tokens, new_tokens, weight_dtype, kv_dtype, activation_dtype, attention
+    )
+    free = hw.memory_capacity_bytes - per_sequence.weight_bytes
+    per_seq_bytes = per_sequence.kv_cache_bytes + per_sequence.activation_bytes
+    return np.maximum(np.floor(free / per_seq_bytes), 0).astype(np.int64)
