@@ -3,9 +3,9 @@
 Flat public API; see README.md for the data flow (specs -> ops -> roofline -> step -> speculative -> predict).
 """
 
-from .predict import InputError, Prediction, predict
+from .predict import Prediction, predict
 from .registry import SpecError, list_hardware, list_models, load_hardware, load_model
-from .specs import HardwareSpec, ModelSpec, Workload
+from .specs import HardwareSpec, InputError, ModelSpec, Workload
 from .units import parse_count
 
 __version__ = "0.1.0"

@@ -9,9 +9,9 @@ from __future__ import annotations
 import argparse
 import sys
 
-from .predict import InputError
 from .registry import SpecError
-from .units import UnitError
+from .specs import InputError
+from .units import UnitError, parse_float_list
 
 EXIT_BAD_INPUT = 2
 USER_ERRORS = (InputError, SpecError, UnitError)
@@ -33,6 +33,20 @@ def _add_workload_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--allow-long-context", action="store_true", help="model a context above the model's max (warns)")
 
 
+def _add_speculation_arguments(p: argparse.ArgumentParser, alpha_list: bool = False) -> None:
+    p.add_argument("--draft", default=None, help="draft model name, YAML or config.json (default llama-3.2-1b)")
+    p.add_argument("--drafter", default="model", choices=["model", "ngram", "head"],
+                   help="model: a separate draft model; ngram: model-free (free); head: self-drafting head")
+    p.add_argument("--head-layer-fraction", type=float, default=1.0,
+                   help="cost of one head draft step as a fraction of one target layer (--drafter head)")
+    p.add_argument("--extra-draft-pass", action="store_true",
+                   help="add gpt-fast's extra draft pass when all k drafts are accepted")
+    if alpha_list:
+        p.add_argument("--alpha", default="0.6,0.8", help="acceptance rates, e.g. 0.6,0.8 (default 0.6,0.8)")
+    else:
+        p.add_argument("--alpha", type=float, default=None, help="i.i.d. acceptance rate in [0, 1] (default 0.8)")
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(prog="rooflinesim", description="Roofline and speculative-decoding simulator for LLM inference")
     sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
@@ -42,7 +56,24 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--batch", default="1", help="sequences decoded together (default 1)")
     p.add_argument("--ctx", default="4k", help="tokens already in the KV cache: 4096, 4k, 32K, 128k, 1M (default 4k)")
     p.add_argument("--json", action="store_true", help="print the result as JSON")
+    _add_speculation_arguments(p)
+    p.add_argument("--k", type=int, default=None, help="draft tokens per step (default: the best k over 0..16)")
+    p.add_argument("--alpha-per-position", default=None,
+                   help="conditional acceptance per draft position, e.g. 0.9,0.85,0.8 (instead of --alpha)")
+    p.add_argument("--no-speculation", action="store_true", help="skip the speculative-decoding analysis")
     p.set_defaults(handler=_cmd_predict)
+
+    p = sub.add_parser("sweep", help="speculative speedup over batch x context x k x alpha, break-even, schedules")
+    _add_workload_arguments(p)
+    _add_speculation_arguments(p, alpha_list=True)
+    p.set_defaults(hw="h100")
+    p.add_argument("--batch", default="1..256", help="batch range: 1..256 (powers of two), or 1,2,8 (default 1..256)")
+    p.add_argument("--ctx", default="1k..128k", help="context range: 1k..128k (powers of two) or list (default 1k..128k)")
+    p.add_argument("--k", default="0..8", help="draft lengths: 0..8 or 1,2,4 (default 0..8)")
+    p.add_argument("--format", choices=["csv", "json"], default=None, help="grid file format (default from -o suffix)")
+    p.add_argument("-o", "--output", default=None, help="write the full grid here (.csv or .json)")
+    p.add_argument("--json", action="store_true", help="print break-even and schedules as JSON on stdout")
+    p.set_defaults(handler=_cmd_sweep)
 
     p = sub.add_parser("list", help="list shipped hardware or models")
     p.add_argument("what", choices=["hardware", "models"])
@@ -63,6 +94,10 @@ def _cmd_predict(args) -> int:
         hw=args.hw, model=args.model, batch=args.batch, ctx=args.ctx, weight_dtype=args.weight_dtype,
         kv_dtype=args.kv_dtype, activation_dtype=args.activation_dtype, attention=args.attention,
         allow_long_context=args.allow_long_context, calibration=args.calibration,
+        speculative=not args.no_speculation, draft=args.draft, drafter=args.drafter, alpha=args.alpha,
+        alpha_per_position=(parse_float_list(args.alpha_per_position, "acceptance rate")
+                            if args.alpha_per_position else None),
+        k=args.k, head_layer_fraction=args.head_layer_fraction, extra_draft_pass=args.extra_draft_pass,
     )
     if args.json:
         print(to_json(prediction))
@@ -70,6 +105,49 @@ def _cmd_predict(args) -> int:
             print(f"warning: {warning}", file=sys.stderr)
     else:
         render_prediction(prediction)
+    return 0
+
+
+def _cmd_sweep(args) -> int:
+    from pathlib import Path
+
+    from rich.console import Console
+    from rich.table import Table
+
+    from .sweep import sweep
+    from .units import format_count, parse_count_range, parse_int_range
+
+    result = sweep(
+        hw=args.hw, model=args.model, draft=args.draft, batch=parse_count_range(args.batch),
+        ctx=parse_count_range(args.ctx), alpha=parse_float_list(args.alpha, "acceptance rate"),
+        k=parse_int_range(args.k), weight_dtype=args.weight_dtype, kv_dtype=args.kv_dtype,
+        activation_dtype=args.activation_dtype, attention=args.attention, drafter=args.drafter,
+        head_layer_fraction=args.head_layer_fraction, extra_draft_pass=args.extra_draft_pass,
+        calibration=args.calibration,
+    )
+    if args.output:
+        fmt = args.format or ("json" if args.output.endswith(".json") else "csv")
+        text = result.to_csv() if fmt == "csv" else result.to_json()
+        Path(args.output).write_text(text)
+    if args.json:
+        print(result.to_json(include_grid=False))
+        return 0
+    console = Console(width=140)
+    table = Table(title=f"Where speculation stops paying: {result.model} on {result.hardware}, draft {result.draft}")
+    for column in ("context", "alpha", "break-even batch", "best k @ b=1", "speedup @ b=1", "vLLM disable at / k",
+                   "TRT-LLM draft_len_schedule"):
+        table.add_column(column, justify="right")
+    for row, sched in zip(result.get_break_even_table(), result.get_engine_schedules()):
+        be = row["break_even_batch"]
+        vllm = sched["vllm"]
+        table.add_row(
+            format_count(row["context_tokens"]), f"{row['alpha']:g}", "never (pays at all)" if be < 0 else str(be),
+            str(row["best_k_at_batch_1"]), f"{row['best_speedup_at_batch_1']:.2f}x",
+            f"{vllm['speculative_disable_by_batch_size'] or '-'} / {vllm['num_speculative_tokens']}",
+            str(sched["trtllm"]["draft_len_schedule"]),
+        )
+    console.print(table)
+    console.print(f"{result.n_points:,} grid points" + (f"; grid written to {args.output}" if args.output else ""))
     return 0
 
 

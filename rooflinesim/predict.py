@@ -13,13 +13,9 @@ import numpy as np
 
 from .registry import get_short_name, load_hardware, load_model
 from .roofline import DatasheetTiming, TimingModel
-from .specs import HardwareSpec, ModelSpec, Workload
-from .step import StepCost, get_max_batch, get_memory_fit, get_step_cost
+from .specs import HardwareSpec, InputError, ModelSpec, Workload
+from .step import StepCost, get_max_batch, get_memory_fit, get_workload_step
 from .units import UnitError, format_count, normalize_dtype, parse_count
-
-
-class InputError(ValueError):
-    """A workload the user asked for that makes no sense. The message is meant for the user as is."""
 
 
 FLOAT_DTYPES = ("fp32", "bf16", "fp16")
@@ -236,19 +232,6 @@ def build_workload(
     return workload, warnings
 
 
-def get_workload_step(hw, model, workload: Workload, new_tokens, timing, context_tokens=None, batch=None,
-                      logits_for_all_tokens=True) -> StepCost:
-    """The step model for this workload's dtypes and attention mode, at any (batch, context, new tokens) grid."""
-    return get_step_cost(
-        hw, model,
-        workload.batch if batch is None else batch,
-        workload.context_tokens if context_tokens is None else context_tokens,
-        new_tokens,
-        workload.weight_dtype, workload.kv_dtype, workload.activation_dtype, workload.attention,
-        logits_for_all_tokens=logits_for_all_tokens, timing=timing,
-    )
-
-
 def predict(
     hw: str | HardwareSpec = "a100",
     model: str | ModelSpec = "llama-3.1-8b",
@@ -260,18 +243,22 @@ def predict(
     attention: str = "flash",
     allow_long_context: bool = False,
     calibration: str | None = None,
+    speculative: bool = True,
     draft: str | ModelSpec | None = None,
     alpha: float | None = None,
     alpha_per_position: list[float] | None = None,
     k: int | None = None,
     drafter: str | None = None,
+    head_layer_fraction: float = 1.0,
+    extra_draft_pass: bool = False,
 ) -> Prediction:
     """Predict prefill and decode for `batch` sequences at context `ctx` (tokens already cached when decoding).
 
     ctx accepts 4096, '4k', '32K', '128k', '1M'. dtypes: fp32, bf16, fp16, fp8, int8, int4 for weights and KV;
     activations default to the weight dtype (bf16 for quantised weights). Returns a Prediction; `.to_dict()` is the
-    `--json` output. With a drafter (`draft` model, or `drafter='ngram'|'head'`) and acceptance, adds the
-    speculative-decoding analysis.
+    `--json` output. Unless `speculative=False`, it adds the speculative-decoding analysis: a drafter (`draft`
+    model, default llama-3.2-1b; or `drafter='ngram'|'head'`), acceptance `alpha` (default 0.8) or
+    `alpha_per_position`, draft length `k` (default: the best k over 0..16).
     """
     hw_spec = load_hardware(hw)
     warnings: list[str] = []
@@ -316,13 +303,14 @@ def predict(
             f"{hw_spec.memory_capacity_bytes / 1e9:.0f} GB (max batch at this context: {max_batch}); "
             "times are shown as if it fitted"
         )
-    speculative = None
-    if draft is not None or drafter is not None or alpha is not None or alpha_per_position is not None:
+    speculation = None
+    if speculative:
         from .speculative import analyse_speculation
 
-        speculative, spec_warnings = analyse_speculation(
+        speculation, spec_warnings = analyse_speculation(
             hw_spec, model_spec, workload, timing, draft=draft, drafter=drafter, alpha=alpha,
-            alpha_per_position=alpha_per_position, k=k,
+            alpha_per_position=alpha_per_position, k=k, head_layer_fraction=head_layer_fraction,
+            extra_draft_pass=extra_draft_pass,
         )
         warnings += spec_warnings
     return Prediction(
@@ -335,5 +323,5 @@ def predict(
         decode=StepSummary.from_step(decode, 1, s),
         ops=get_op_rows(decode),
         warnings=warnings,
-        speculative=speculative,
+        speculative=speculation,
     )

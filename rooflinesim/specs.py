@@ -27,6 +27,10 @@ COMPUTE_DTYPE_FALLBACK: dict[str, tuple[str, ...]] = {
 }
 
 
+class InputError(ValueError):
+    """A workload the user asked for that makes no sense. The message is meant for the user as is."""
+
+
 class _Strict(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
 
@@ -226,4 +230,5 @@ __all__ = [
     "HardwareSpec",
     "ModelSpec",
     "Workload",
+    "InputError",
 ]

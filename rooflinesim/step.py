@@ -11,7 +11,7 @@ import numpy as np
 
 from .ops import OpCost, get_activation_bytes, get_kv_cache_bytes, get_step_ops
 from .roofline import DatasheetTiming, OpTime, TimingModel
-from .specs import HardwareSpec, ModelSpec
+from .specs import HardwareSpec, ModelSpec, Workload
 
 
 @dataclass(frozen=True)
@@ -159,3 +159,16 @@ def get_max_batch(
     free = hw.memory_capacity_bytes - per_sequence.weight_bytes
     per_seq_bytes = per_sequence.kv_cache_bytes + per_sequence.activation_bytes
     return np.maximum(np.floor(free / per_seq_bytes), 0).astype(np.int64)
+
+
+def get_workload_step(hw, model, workload: Workload, new_tokens, timing, context_tokens=None, batch=None,
+                      logits_for_all_tokens=True) -> StepCost:
+    """The step model for this workload's dtypes and attention mode, at any (batch, context, new tokens) grid."""
+    return get_step_cost(
+        hw, model,
+        workload.batch if batch is None else batch,
+        workload.context_tokens if context_tokens is None else context_tokens,
+        new_tokens,
+        workload.weight_dtype, workload.kv_dtype, workload.activation_dtype, workload.attention,
+        logits_for_all_tokens=logits_for_all_tokens, timing=timing,
+    )
