@@ -207,7 +207,7 @@ def build_workload(
     batch = check_batch(batch)
     context = parse_context(ctx)
     warnings: list[str] = []
-    if context + 1 > model.max_context_tokens:
+    if context > model.max_context_tokens:
         message = (
             f"context {format_count(context)} exceeds {model.name}'s max context "
             f"{format_count(model.max_context_tokens)} tokens"

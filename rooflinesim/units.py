@@ -96,12 +96,14 @@ def parse_int_range(text: str) -> list[int]:
         if ".." in text:
             lo_text, hi_text = text.split("..", 1)
             lo, hi = int(lo_text), int(hi_text)
-            if hi < lo:
-                raise UnitError(f"range {text!r} is empty: the end is below the start")
-            return list(range(lo, hi + 1))
-        return [int(part) for part in text.split(",") if part.strip()]
+            values = list(range(lo, hi + 1))
+        else:
+            values = [int(part) for part in text.split(",") if part.strip()]
     except ValueError as exc:
         raise UnitError(f"cannot parse integer range {text!r}: use '0..8' or '1,2,4'") from exc
+    if not values:
+        raise UnitError(f"range {text!r} is empty: the end is below the start")
+    return values
 
 
 def parse_float_list(text: str, what: str = "value") -> list[float]:

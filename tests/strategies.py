@@ -44,3 +44,35 @@ def probability_vector_pairs(draw, min_vocab: int = 2, max_vocab: int = 24,
     vocab = draw(st.integers(min_value=min_vocab, max_value=max_vocab))
     return (draw(probability_vectors(vocab=vocab, allow_zeros=allow_zeros)),
             draw(probability_vectors(vocab=vocab, allow_zeros=allow_zeros)))
+
+
+# --------------------------------------------------------------------------------------------------------
+# specs and workloads: used by tests/test_ops.py, tests/test_step.py, tests/test_speculative.py
+# --------------------------------------------------------------------------------------------------------
+
+SHIPPED_GPU_NAMES = ("a100", "a100-40gb", "h100", "h100-pcie", "h200", "b200", "l40s", "l4", "mi300x", "rtx4090")
+SHIPPED_MODEL_NAMES = ("llama-3.2-1b", "llama-3.1-8b", "llama-2-7b", "mistral-7b", "qwen2.5-0.5b", "qwen2.5-7b")
+FLOAT_DTYPES = ("fp32", "bf16", "fp16")
+STORAGE_DTYPES = ("fp32", "bf16", "fp16", "fp8", "int8", "int4")
+
+hardware_names = st.sampled_from(SHIPPED_GPU_NAMES)
+model_names = st.sampled_from(SHIPPED_MODEL_NAMES)
+batches = st.integers(min_value=1, max_value=512)
+contexts = st.integers(min_value=0, max_value=32768)
+new_token_counts = st.integers(min_value=1, max_value=17)
+attention_modes = st.sampled_from(("flash", "unfused"))
+
+
+@st.composite
+def workloads(draw) -> dict:
+    """Keyword arguments for rooflinesim.step.get_step_cost (besides hw and model)."""
+    weight_dtype = draw(st.sampled_from(STORAGE_DTYPES))
+    return dict(
+        batch=draw(batches),
+        context_tokens=draw(contexts),
+        new_tokens=draw(new_token_counts),
+        weight_dtype=weight_dtype,
+        kv_dtype=draw(st.sampled_from(STORAGE_DTYPES)),
+        activation_dtype=weight_dtype if weight_dtype in FLOAT_DTYPES else "bf16",
+        attention=draw(attention_modes),
+    )

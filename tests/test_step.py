@@ -1,0 +1,78 @@
+"""Invariants of step timing and memory (hypothesis), plus hand-checked memory numbers."""
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from rooflinesim import load_hardware, load_model
+from rooflinesim.ops import _linear
+from rooflinesim.roofline import DatasheetTiming
+from rooflinesim.step import get_max_batch, get_memory_fit, get_step_cost
+
+from .strategies import batches, contexts, hardware_names, model_names, workloads
+
+
+@settings(max_examples=60, deadline=None)
+@given(hw=hardware_names, model=model_names, w=workloads())
+def test_expected_time_is_never_below_the_roofline(hw, model, w):
+    step = get_step_cost(load_hardware(hw), load_model(model), **w)
+    assert float(step.step_time_s) >= float(step.roofline_step_time_s) > 0
+    for expected, sol in zip(step.expected, step.roofline):
+        assert float(expected.time_s) >= float(sol.time_s)
+
+
+@settings(max_examples=40, deadline=None)
+@given(hw=hardware_names, model=model_names, w=workloads(), b2=batches, s2=contexts)
+def test_time_is_non_decreasing_in_batch_and_context(hw, model, w, b2, s2):
+    hw, model = load_hardware(hw), load_model(model)
+    batch = np.array(sorted([w.pop("batch"), b2]))
+    ctx = np.array(sorted([w.pop("context_tokens"), s2]))
+    for timing in (None, DatasheetTiming.speed_of_light(hw)):
+        t = get_step_cost(hw, model, batch[:, None], ctx[None, :], timing=timing, **w).step_time_s
+        t = np.broadcast_to(t, (2, 2))
+        assert np.all(t[1, :] >= t[0, :] * (1 - 1e-12))
+        assert np.all(t[:, 1] >= t[:, 0] * (1 - 1e-12))
+
+
+@settings(max_examples=30, deadline=None)
+@given(hw=hardware_names, d=st.sampled_from([4096, 8192, 16384]))
+def test_linear_bound_flips_at_the_ridge(hw, d):
+    """A square bf16 linear layer with M tokens has intensity ~M: memory-bound below the ridge, compute above."""
+    hw = load_hardware(hw)
+    timing = DatasheetTiming.speed_of_light(hw)
+    ridge = hw.get_ridge_point_flops_per_byte("bf16")
+    ms = np.arange(1, 4 * int(ridge))
+    op = _linear("x", 1, ms, d, d, 2.0, 2.0)
+    bound = timing.get_op_time(op, "bf16").compute_bound
+    intensity = op.arithmetic_intensity_flops_per_byte
+    assert np.array_equal(bound, intensity > ridge)
+    assert not bound[0] and bound[-1]
+
+
+def test_memory_fit_and_max_batch_by_hand():
+    hw, model = load_hardware("a100"), load_model("llama-3.1-8b")
+    fit = get_memory_fit(hw, model, 8, 32768, 1, "bf16", "bf16", "bf16")
+    # KV: 2 (K,V) x 32 layers x 8 KV heads x 128 dims x 2 bytes = 131072 B per token
+    assert float(fit.kv_cache_bytes) == 8 * 32769 * 131072
+    assert fit.weight_bytes == pytest.approx(16.06e9, rel=1e-3)
+    max_batch = int(get_max_batch(hw, model, 32768, 1, "bf16", "bf16", "bf16"))
+    assert bool(get_memory_fit(hw, model, max_batch, 32768, 1, "bf16", "bf16", "bf16").fits_in_memory)
+    assert not bool(get_memory_fit(hw, model, max_batch + 1, 32768, 1, "bf16", "bf16", "bf16").fits_in_memory)
+    assert 14 <= max_batch <= 15  # (80e9 - 16.06e9) / (32769 x 131072 + activations) = 14.9
+
+
+def test_model_that_cannot_fit_has_max_batch_zero():
+    hw, model = load_hardware("l4"), load_model("llama-2-70b")
+    assert int(get_max_batch(hw, model, 4096, 1, "bf16", "bf16", "bf16")) == 0
+    assert not bool(get_memory_fit(hw, model, 1, 4096, 1, "bf16", "bf16", "bf16").fits_in_memory)
+
+
+def test_vectorised_equals_scalar():
+    hw, model = load_hardware("h100"), load_model("llama-3.1-8b")
+    b, s, q = np.array([1, 8, 64])[:, None, None], np.array([0, 4096])[None, :, None], np.array([1, 5])[None, None, :]
+    grid = get_step_cost(hw, model, b, s, q).step_time_s
+    for i, bi in enumerate([1, 8, 64]):
+        for j, sj in enumerate([0, 4096]):
+            for k, qk in enumerate([1, 5]):
+                assert grid[i, j, k] == pytest.approx(float(get_step_cost(hw, model, bi, sj, qk).step_time_s), rel=1e-12)
