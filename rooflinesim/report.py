@@ -59,7 +59,7 @@ def render_prediction(prediction: Prediction, console: Console | None = None) ->
         f"  bytes: weights {100 * dec.weight_share_of_bytes:.1f}%, KV cache {100 * dec.kv_share_of_bytes:.1f}% "
         f"(KV read {format_bytes(dec.kv_read_bytes)})"
     )
-    console.print(_step_line(f"[bold]Prefill[/] of {format_count(prediction.prefill.new_tokens_per_sequence)} tokens",
+    console.print(_step_line(f"[bold]Prefill[/] of {w['batch']} x {format_count(prediction.prefill.new_tokens_per_sequence)} tokens",
                              prediction.prefill, w["batch"]))
     fit = "[green]fits[/]" if mem["fits_in_memory"] else "[red]INFEASIBLE: does not fit[/]"
     console.print(
