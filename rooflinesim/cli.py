@@ -75,6 +75,30 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--json", action="store_true", help="print break-even and schedules as JSON on stdout")
     p.set_defaults(handler=_cmd_sweep)
 
+    p = sub.add_parser("plot", help="draw a chart: roofline, speedup map, speedup vs k, step breakdown, validation")
+    p.add_argument("kind", choices=list(PLOT_KINDS), help="; ".join(f"{k}: {v}" for k, v in PLOT_KINDS.items()))
+    p.add_argument("-o", "--output", required=True, help="image file to write: .png or .svg")
+    p.add_argument("--hw", default="h100", help="hardware name, alias or YAML path (default h100)")
+    p.add_argument("--calibration", help="measured profile YAML to apply to --hw (roofline: also draws its ceilings)")
+    p.add_argument("--model", default="llama-3.1-8b", help="model name, YAML path or HF config.json (default llama-3.1-8b)")
+    p.add_argument("--draft", default=None, help="draft model (speedup, k; default llama-3.2-1b)")
+    p.add_argument("--drafter", default="model", choices=["model", "ngram", "head"], help="drafter kind (speedup, k)")
+    p.add_argument("--weight-dtype", default="bf16", help="fp32, bf16, fp16, fp8, int8, int4 (default bf16)")
+    p.add_argument("--kv-dtype", default=None, help="KV-cache dtype (default: the activation dtype)")
+    p.add_argument("--activation-dtype", default=None, help="default: the weight dtype, bf16 for quantised weights")
+    p.add_argument("--attention", default="flash", choices=["flash", "unfused"])
+    p.add_argument("--alpha", default=None, help="acceptance rate(s): speedup takes one (default 0.8), "
+                                                 "k several (default 0.6,0.7,0.8,0.9)")
+    p.add_argument("--batch", default=None, help="batch sizes: roofline 1,8,64,256; speedup 1..1024; k and "
+                                                 "breakdown one value (default 1)")
+    p.add_argument("--ctx", default=None, help="contexts: roofline 1k,32k; speedup 512..128k; k one value (4k); "
+                                               "breakdown a range (default 256..the model's max)")
+    p.add_argument("--k", default=None, help="roofline: verify k (default 4); speedup/k: draft lengths (default 0..8 / "
+                                             "0..10); breakdown: price a verify step of k + 1 tokens (default: decode)")
+    p.add_argument("--per-op", action="store_true", help="roofline: add the ops of one decode step")
+    p.add_argument("--report", help="validation report JSON written by 'rooflinesim validate' (validation)")
+    p.set_defaults(handler=_cmd_plot)
+
     p = sub.add_parser("list", help="list shipped hardware or models")
     p.add_argument("what", choices=["hardware", "models"])
     p.set_defaults(handler=_cmd_list)
@@ -148,6 +172,67 @@ def _cmd_sweep(args) -> int:
         )
     console.print(table)
     console.print(f"{result.n_points:,} grid points" + (f"; grid written to {args.output}" if args.output else ""))
+    return 0
+
+
+PLOT_KINDS = {
+    "roofline": "ceilings of --hw with prefill, decode and verify steps of --model",
+    "speedup": "best speculative speedup over batch x context",
+    "k": "speedup vs draft length for several alphas, with Leviathan's closed form",
+    "breakdown": "step time vs context split into weight, KV, activation traffic, compute, overhead",
+    "validation": "predicted vs measured from a --report",
+}
+PLOT_SUFFIXES = (".png", ".svg")
+
+
+def _cmd_plot(args) -> int:
+    from pathlib import Path
+
+    from .units import parse_count_range, parse_int_range
+
+    out = Path(args.output)
+    if out.suffix.lower() not in PLOT_SUFFIXES:
+        raise InputError(f"output must end in {' or '.join(PLOT_SUFFIXES)}, got {args.output!r}")
+    if not out.parent.is_dir():
+        raise InputError(f"output folder does not exist: {out.parent}")
+
+    def one(values, what):
+        if len(values) != 1:
+            raise InputError(f"plot {args.kind} takes one {what}, got {', '.join(str(v) for v in values)}")
+        return values[0]
+
+    dtypes = dict(weight_dtype=args.weight_dtype, kv_dtype=args.kv_dtype, activation_dtype=args.activation_dtype,
+                  attention=args.attention)
+    spec = dict(hw=args.hw, model=args.model, draft=args.draft, drafter=args.drafter, calibration=args.calibration)
+    alphas = parse_float_list(args.alpha, "acceptance rate") if args.alpha else None
+    from . import plots  # matplotlib only from here on
+
+    if args.kind == "validation":
+        if not args.report:
+            raise InputError("plot validation needs --report FILE (a JSON written by 'rooflinesim validate')")
+        fig = plots.plot_validation(args.report)
+    elif args.kind == "roofline":
+        k = one(parse_int_range(args.k or "4"), "k")
+        fig = plots.plot_roofline(args.hw, args.model, parse_count_range(args.batch or "1,8,64,256"),
+                                  parse_count_range(args.ctx or "1k,32k"), k, calibration=args.calibration,
+                                  per_op=args.per_op, **dtypes)
+    elif args.kind == "speedup":
+        fig = plots.plot_speedup_map(alpha=one(alphas or [0.8], "--alpha"),
+                                     batch=parse_count_range(args.batch or "1..1024"),
+                                     ctx=parse_count_range(args.ctx or "512..128k"),
+                                     k=parse_int_range(args.k or "0..8"), **spec, **dtypes)
+    elif args.kind == "k":
+        fig = plots.plot_speedup_vs_k(alpha=alphas or [0.6, 0.7, 0.8, 0.9],
+                                      batch=one(parse_count_range(args.batch or "1"), "--batch"),
+                                      ctx=one(parse_count_range(args.ctx or "4k"), "--ctx"),
+                                      k_max=max(parse_int_range(args.k or "0..10")), **spec, **dtypes)
+    else:
+        k = one(parse_int_range(args.k), "k") if args.k else None
+        fig = plots.plot_step_breakdown(args.hw, args.model, one(parse_count_range(args.batch or "1"), "--batch"),
+                                        parse_count_range(args.ctx) if args.ctx else None,
+                                        1 if k is None else k + 1, calibration=args.calibration, **dtypes)
+    fig.savefig(out, dpi=150, bbox_inches="tight")
+    print(f"wrote {out}")
     return 0
 
 
