@@ -30,6 +30,9 @@ def _add_workload_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--kv-dtype", default=None, help="KV-cache dtype (default: the activation dtype)")
     p.add_argument("--activation-dtype", default=None, help="default: the weight dtype, bf16 for quantised weights")
     p.add_argument("--attention", default="flash", choices=["flash", "unfused"])
+    p.add_argument("--tp", default=1, help="tensor-parallel degree: the model is sharded over this many devices")
+    p.add_argument("--draft-tp", default=None, help="the draft model's own tensor-parallel degree (default: --tp)")
+    p.add_argument("--quant-group-size", type=int, default=128, help="weights per scale for int8/int4 (default 128)")
     p.add_argument("--allow-long-context", action="store_true", help="model a context above the model's max (warns)")
 
 
@@ -87,6 +90,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--kv-dtype", default=None, help="KV-cache dtype (default: the activation dtype)")
     p.add_argument("--activation-dtype", default=None, help="default: the weight dtype, bf16 for quantised weights")
     p.add_argument("--attention", default="flash", choices=["flash", "unfused"])
+    p.add_argument("--tp", default=1, help="tensor-parallel degree: the model is sharded over this many devices")
+    p.add_argument("--draft-tp", default=None, help="the draft model's own tensor-parallel degree (default: --tp)")
+    p.add_argument("--quant-group-size", type=int, default=128, help="weights per scale for int8/int4 (default 128)")
     p.add_argument("--alpha", default=None, help="acceptance rate(s): speedup takes one (default 0.8), "
                                                  "k several (default 0.6,0.7,0.8,0.9)")
     p.add_argument("--batch", default=None, help="batch sizes: roofline 1,8,64,256; speedup 1..1024; k and "
@@ -117,8 +123,8 @@ def _cmd_predict(args) -> int:
     prediction = predict(
         hw=args.hw, model=args.model, batch=args.batch, ctx=args.ctx, weight_dtype=args.weight_dtype,
         kv_dtype=args.kv_dtype, activation_dtype=args.activation_dtype, attention=args.attention,
-        allow_long_context=args.allow_long_context, calibration=args.calibration,
-        speculative=not args.no_speculation, draft=args.draft, drafter=args.drafter, alpha=args.alpha,
+        allow_long_context=args.allow_long_context, calibration=args.calibration, tp=args.tp,
+        draft_tp=args.draft_tp, quant_group_size=args.quant_group_size, speculative=not args.no_speculation, draft=args.draft, drafter=args.drafter, alpha=args.alpha,
         alpha_per_position=(parse_float_list(args.alpha_per_position, "acceptance rate")
                             if args.alpha_per_position else None),
         k=args.k, head_layer_fraction=args.head_layer_fraction, extra_draft_pass=args.extra_draft_pass,
@@ -147,7 +153,7 @@ def _cmd_sweep(args) -> int:
         k=parse_int_range(args.k), weight_dtype=args.weight_dtype, kv_dtype=args.kv_dtype,
         activation_dtype=args.activation_dtype, attention=args.attention, drafter=args.drafter,
         head_layer_fraction=args.head_layer_fraction, extra_draft_pass=args.extra_draft_pass,
-        calibration=args.calibration,
+        calibration=args.calibration, tp=args.tp, draft_tp=args.draft_tp, quant_group_size=args.quant_group_size,
     )
     if args.output:
         fmt = args.format or ("json" if args.output.endswith(".json") else "csv")

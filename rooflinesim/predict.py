@@ -11,11 +11,12 @@ from typing import Any
 
 import numpy as np
 
+from .ops import COLLECTIVE_KINDS
 from .registry import get_short_name, load_hardware, load_model
 from .roofline import DatasheetTiming, TimingModel
 from .specs import HardwareSpec, InputError, ModelSpec, Workload
-from .step import StepCost, get_max_batch, get_memory_fit, get_workload_step
-from .units import UnitError, format_count, normalize_dtype, parse_count
+from .step import StepCost, get_max_batch, get_workload_memory_fit, get_workload_step
+from .units import DEFAULT_QUANT_GROUP_SIZE, UnitError, format_count, normalize_dtype, parse_count
 
 
 FLOAT_DTYPES = ("fp32", "bf16", "fp16")
@@ -93,6 +94,7 @@ class OpRow:
     act_write_bytes: float
     kv_read_bytes: float
     kv_write_bytes: float
+    comm_bytes: float
     arithmetic_intensity: float
     bound: str
     time_s: float
@@ -111,8 +113,10 @@ def get_op_rows(step: StepCost) -> list[OpRow]:
                 act_write_bytes=op.count * _scalar(op.act_write_bytes),
                 kv_read_bytes=op.count * _scalar(op.kv_read_bytes),
                 kv_write_bytes=op.count * _scalar(op.kv_write_bytes),
+                comm_bytes=op.count * _scalar(op.comm_bytes),
                 arithmetic_intensity=_scalar(op.arithmetic_intensity_flops_per_byte),
-                bound="compute" if bool(np.asarray(t.compute_bound).reshape(-1)[0]) else "memory",
+                bound=("interconnect" if op.kind in COLLECTIVE_KINDS
+                       else "compute" if bool(np.asarray(t.compute_bound).reshape(-1)[0]) else "memory"),
                 time_s=_scalar(t.time_s), roofline_time_s=_scalar(sol.time_s),
             )
         )
@@ -149,13 +153,14 @@ class Prediction:
                 "ridge_point_flops_per_byte_by_dtype": hw.ridge_points_flops_per_byte,
                 "efficiency": hw.efficiency.model_dump(),
                 "timing_model": self.timing_model,
-                "calibration_profile": (hw.measured or {}).get("profile_name") if hw.measured else None,
+                "calibration_profile": hw.measured.profile_name if hw.measured is not None else None,
             },
             "model": {
                 "name": model.name,
                 "short_name": get_short_name(model),
                 "params": model.params,
-                "weight_bytes": model.get_weight_bytes(w.weight_dtype),
+                "active_params": model.active_params,
+                "weight_bytes": model.get_weight_bytes(w.weight_dtype, w.quant_group_size),
                 "num_layers": model.num_layers,
                 "hidden_size": model.hidden_size,
                 "kv_bytes_per_token": model.get_kv_bytes_per_token(w.kv_dtype),
@@ -168,6 +173,8 @@ class Prediction:
                 "kv_dtype": w.kv_dtype,
                 "activation_dtype": w.activation_dtype,
                 "attention": w.attention,
+                "tensor_parallel": w.tensor_parallel,
+                "quant_group_size": w.quant_group_size,
             },
             "memory": dict(self.memory),
             "prefill": self.prefill.__dict__.copy(),
@@ -202,8 +209,14 @@ def check_batch(batch) -> int:
 
 def build_workload(
     model: ModelSpec, batch, ctx, weight_dtype="bf16", kv_dtype=None, activation_dtype=None, attention="flash",
-    allow_long_context: bool = False,
+    allow_long_context: bool = False, tp: int = 1, quant_group_size: int = DEFAULT_QUANT_GROUP_SIZE,
+    hw: HardwareSpec | None = None,
 ) -> tuple[Workload, list[str]]:
+    """Validate the user's workload (every problem is an InputError with a one-line message).
+
+    Default dtypes: activations follow float weights; quantised weights dequantise to bf16, except fp8 weights on a
+    device with an fp8 peak, which compute in fp8 (W8A8). The KV cache defaults to the float dtype of the weights.
+    """
     batch = check_batch(batch)
     context = parse_context(ctx)
     warnings: list[str] = []
@@ -218,18 +231,39 @@ def build_workload(
     try:
         weight_dtype = normalize_dtype(weight_dtype)
         kv_dtype = normalize_dtype(kv_dtype) if kv_dtype else get_default_activation_dtype(weight_dtype)
-        activation_dtype = (
-            normalize_dtype(activation_dtype) if activation_dtype else get_default_activation_dtype(weight_dtype)
-        )
+        if activation_dtype:
+            activation_dtype = normalize_dtype(activation_dtype)
+        elif weight_dtype == "fp8" and hw is not None and "fp8" in hw.peak_flops_per_s:
+            activation_dtype = "fp8"
+        else:
+            activation_dtype = get_default_activation_dtype(weight_dtype)
     except UnitError as exc:
         raise InputError(str(exc)) from exc
     if attention not in ("flash", "unfused"):
         raise InputError(f"attention must be 'flash' or 'unfused', got {attention!r}")
+    tp = check_tensor_parallel(model, tp, hw)
+    if int(quant_group_size) != quant_group_size or quant_group_size <= 0:
+        raise InputError(f"quantisation group size must be a positive integer, got {quant_group_size}")
     workload = Workload(
         batch=batch, context_tokens=context, new_tokens=1, weight_dtype=weight_dtype, kv_dtype=kv_dtype,
-        activation_dtype=activation_dtype, attention=attention,
+        activation_dtype=activation_dtype, attention=attention, tensor_parallel=tp,
+        quant_group_size=int(quant_group_size),
     )
     return workload, warnings
+
+
+def check_tensor_parallel(model: ModelSpec, tp, hw: HardwareSpec | None = None) -> int:
+    try:
+        tp = int(tp)
+    except (TypeError, ValueError) as exc:
+        raise InputError(f"--tp must be a positive integer, got {tp!r}") from exc
+    if tp <= 0:
+        raise InputError(f"--tp must be a positive integer, got {tp}")
+    if model.num_attention_heads % tp:
+        raise InputError(f"--tp {tp} does not divide {model.name}'s {model.num_attention_heads} attention heads")
+    if tp > 1 and hw is not None and hw.interconnect is None:
+        raise InputError(f"{hw.name} has no interconnect in its spec: --tp {tp} cannot be modelled")
+    return tp
 
 
 def predict(
@@ -242,6 +276,9 @@ def predict(
     activation_dtype: str | None = None,
     attention: str = "flash",
     allow_long_context: bool = False,
+    tp: int = 1,
+    draft_tp: int | None = None,
+    quant_group_size: int = DEFAULT_QUANT_GROUP_SIZE,
     calibration: str | None = None,
     speculative: bool = True,
     draft: str | ModelSpec | None = None,
@@ -269,7 +306,8 @@ def predict(
         warnings += calibration_warnings
     model_spec = load_model(model)
     workload, workload_warnings = build_workload(
-        model_spec, batch, ctx, weight_dtype, kv_dtype, activation_dtype, attention, allow_long_context
+        model_spec, batch, ctx, weight_dtype, kv_dtype, activation_dtype, attention, allow_long_context, tp,
+        quant_group_size, hw_spec,
     )
     warnings += workload_warnings
     timing = get_timing_model(hw_spec)
@@ -279,13 +317,10 @@ def predict(
     prefill = get_workload_step(
         hw_spec, model_spec, workload, max(s, 1), timing, context_tokens=0, logits_for_all_tokens=False
     )
-    fit = get_memory_fit(
-        hw_spec, model_spec, workload.batch, s, 1, workload.weight_dtype, workload.kv_dtype,
-        workload.activation_dtype, workload.attention,
-    )
+    fit = get_workload_memory_fit(hw_spec, model_spec, workload)
     max_batch = int(get_max_batch(
         hw_spec, model_spec, s, 1, workload.weight_dtype, workload.kv_dtype, workload.activation_dtype,
-        workload.attention,
+        workload.attention, workload.tensor_parallel, workload.quant_group_size,
     ))
     fits = bool(fit.fits_in_memory)
     memory = {
@@ -310,7 +345,7 @@ def predict(
         speculation, spec_warnings = analyse_speculation(
             hw_spec, model_spec, workload, timing, draft=draft, drafter=drafter, alpha=alpha,
             alpha_per_position=alpha_per_position, k=k, head_layer_fraction=head_layer_fraction,
-            extra_draft_pass=extra_draft_pass,
+            extra_draft_pass=extra_draft_pass, draft_tp=draft_tp,
         )
         warnings += spec_warnings
     return Prediction(

@@ -27,7 +27,7 @@ class SpecError(ValueError):
 SpecT = TypeVar("SpecT", bound=BaseModel)
 
 #: Hugging Face `model_type` values whose config maps onto ModelSpec without loss.
-SUPPORTED_HF_ARCHITECTURES = ("llama", "mistral", "qwen2")
+SUPPORTED_HF_ARCHITECTURES = ("llama", "mistral", "qwen2", "mixtral", "qwen2_moe", "deepseek_v2", "deepseek_v3")
 
 
 def _data_dirs(kind: str) -> list[Path]:
@@ -139,7 +139,8 @@ def _load_cached(path: str, kind: str):
 
 
 def model_from_hf_config(path: str | Path) -> ModelSpec:
-    """Read a Hugging Face `config.json` (offline) for the Llama, Mistral and Qwen2 architectures."""
+    """Read a Hugging Face `config.json` (offline): Llama, Mistral, Qwen2, and the MoE / MLA families Mixtral,
+    Qwen2-MoE and DeepSeek-V2/V3."""
     path = Path(path)
     try:
         config = json.loads(path.read_text())
@@ -173,7 +174,11 @@ def model_from_hf_config(path: str | Path) -> ModelSpec:
             "attention_bias": bool(config.get("attention_bias", model_type == "qwen2")),
             "sliding_window_tokens": _sliding_window(config),
             "sources": {"shapes": f"Hugging Face config.json at {path}"},
+            **_moe_and_mla_fields(config, model_type),
         }
+        if model_type.startswith("deepseek"):
+            data["attention_bias"] = bool(config.get("attention_bias", False))
+            data.pop("head_dim")
     except KeyError as exc:
         raise SpecError(f"{path}: field '{exc.args[0]}' is missing from the config") from exc
     except (TypeError, ValueError) as exc:
@@ -184,11 +189,37 @@ def model_from_hf_config(path: str | Path) -> ModelSpec:
         raise SpecError(_format_validation_error(path, exc)) from exc
 
 
+def _moe_and_mla_fields(config: dict, model_type: str) -> dict:
+    fields: dict = {}
+    if model_type == "mixtral":
+        fields.update(num_experts=int(config["num_local_experts"]),
+                      num_experts_per_token=int(config["num_experts_per_tok"]),
+                      moe_intermediate_size=int(config["intermediate_size"]))
+    elif model_type == "qwen2_moe":
+        fields.update(num_experts=int(config["num_experts"]), num_experts_per_token=int(config["num_experts_per_tok"]),
+                      moe_intermediate_size=int(config["moe_intermediate_size"]))
+        if config.get("shared_expert_intermediate_size"):
+            fields.update(num_shared_experts=1,
+                          shared_expert_intermediate_size=int(config["shared_expert_intermediate_size"]))
+    elif model_type.startswith("deepseek"):
+        if config.get("n_routed_experts"):
+            fields.update(num_experts=int(config["n_routed_experts"]),
+                          num_experts_per_token=int(config["num_experts_per_tok"]),
+                          moe_intermediate_size=int(config["moe_intermediate_size"]),
+                          num_shared_experts=int(config.get("n_shared_experts") or 0),
+                          first_dense_layers=int(config.get("first_k_dense_replace") or 0))
+        fields.update(kv_lora_rank=int(config["kv_lora_rank"]),
+                      q_lora_rank=int(config["q_lora_rank"]) if config.get("q_lora_rank") else None,
+                      qk_nope_head_dim=int(config["qk_nope_head_dim"]),
+                      qk_rope_head_dim=int(config["qk_rope_head_dim"]), v_head_dim=int(config["v_head_dim"]))
+    return fields
+
+
 def _sliding_window(config: dict) -> int | None:
     window = config.get("sliding_window")
     if not window:
         return None
-    if config.get("model_type") == "qwen2" and not config.get("use_sliding_window", False):
+    if config.get("model_type") in ("qwen2", "qwen2_moe") and not config.get("use_sliding_window", False):
         return None
     return int(window)
 

@@ -49,7 +49,8 @@ def render_prediction(prediction: Prediction, console: Console | None = None) ->
         table.add_column(column, justify="left" if column in ("op", "bound") else "right")
     for row in prediction.ops:
         table.add_row(
-            row.name, str(row.count), format_flops(row.flops), format_bytes(row.bytes),
+            row.name, str(row.count), format_flops(row.flops),
+            format_bytes(row.comm_bytes if row.bound == "interconnect" else row.bytes),
             f"{row.arithmetic_intensity:.3g}", row.bound, format_seconds(row.time_s),
             f"{100 * row.time_s / dec.step_time_s:.1f}%",
         )

@@ -15,8 +15,8 @@ from typing import Protocol
 
 import numpy as np
 
-from .ops import MATMUL_KINDS, OpCost
-from .specs import HardwareSpec
+from .ops import COLLECTIVE_KINDS, MATMUL_KINDS, OpCost
+from .specs import HardwareSpec, InputError
 
 
 @dataclass(frozen=True)
@@ -74,3 +74,28 @@ class DatasheetTiming:
 
     def get_step_overhead_s(self, num_layers: int) -> float:
         return 0.0
+
+
+def get_collective_time(op: OpCost, hw: HardwareSpec, bandwidth_fraction: float = 1.0) -> OpTime:
+    """Ring all-reduce / all-gather of `op.comm_bytes` over N devices, alpha-beta model per instance:
+
+    all-reduce: 2(N-1) x latency + 2(N-1)/N x bytes / link bandwidth (reduce-scatter then all-gather);
+    all-gather: (N-1) x latency + (N-1)/N x bytes / link bandwidth. Bandwidth is per direction of one link.
+    """
+    if hw.interconnect is None:
+        raise InputError(f"{hw.name} has no interconnect in its spec: tensor parallelism cannot be modelled")
+    n = float(op.dims["devices"])
+    steps = 2 * (n - 1) if op.kind == "allreduce" else (n - 1)
+    link = hw.interconnect.bandwidth_bytes_per_s_per_direction * bandwidth_fraction
+    transfer = op.count * steps / n * op.comm_bytes / link
+    latency = np.full_like(transfer, op.count * steps * hw.interconnect.latency_s)
+    zero = np.zeros_like(transfer)
+    return OpTime(zero, transfer, latency, transfer + latency, zero.astype(bool))
+
+
+def get_op_time(timing: "TimingModel", hw: HardwareSpec, op: OpCost, compute_dtype: str,
+                interconnect_fraction: float = 1.0) -> OpTime:
+    """Collectives are timed by the interconnect; every other op by the timing model."""
+    if op.kind in COLLECTIVE_KINDS:
+        return get_collective_time(op, hw, interconnect_fraction)
+    return timing.get_op_time(op, compute_dtype)

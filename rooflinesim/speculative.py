@@ -43,6 +43,7 @@ class Drafter:
     kind: str
     model: ModelSpec | None = None
     head_layer_fraction: float = DEFAULT_HEAD_LAYER_FRACTION
+    tensor_parallel: int | None = None  # a draft model's own TP degree (None: the target's)
 
     @property
     def name(self) -> str:
@@ -54,7 +55,8 @@ class Drafter:
 
 
 def resolve_drafter(target: ModelSpec, draft: str | ModelSpec | None, drafter: str | None = None,
-                    head_layer_fraction: float = DEFAULT_HEAD_LAYER_FRACTION) -> tuple[Drafter, list[str]]:
+                    head_layer_fraction: float = DEFAULT_HEAD_LAYER_FRACTION, draft_tp: int | None = None,
+                    hw: HardwareSpec | None = None) -> tuple[Drafter, list[str]]:
     """`draft` is a model name/path; `drafter` is one of 'model', 'ngram', 'head' (default: model)."""
     kind = drafter or "model"
     if kind not in DRAFTER_KINDS:
@@ -70,7 +72,11 @@ def resolve_drafter(target: ModelSpec, draft: str | ModelSpec | None, drafter: s
             f"draft {draft_model.name} has vocabulary {draft_model.vocab_size} but target {target.name} has "
             f"{target.vocab_size}: speculation needs a shared tokenizer"
         )
-    return Drafter("model", draft_model), warnings
+    if draft_tp is not None:
+        from .predict import check_tensor_parallel
+
+        draft_tp = check_tensor_parallel(draft_model, draft_tp, hw)
+    return Drafter("model", draft_model, tensor_parallel=draft_tp), warnings
 
 
 def check_alpha(alpha) -> np.ndarray:
@@ -140,6 +146,10 @@ def get_draft_step_time_s(hw, target: ModelSpec, workload: Workload, drafter: Dr
                           batch=None, context_tokens=None, target_decode: "object" = None):
     """Time of one draft decode step per the drafter kind, at the workload's (or the given) batch and context."""
     if drafter.kind == "model":
+        if drafter.tensor_parallel is not None:
+            workload = workload.model_copy(update={"tensor_parallel": drafter.tensor_parallel})
+        elif drafter.model.num_attention_heads % workload.tensor_parallel:
+            workload = workload.model_copy(update={"tensor_parallel": 1})
         return get_workload_step(hw, drafter.model, workload, 1, timing, context_tokens, batch).step_time_s
     if drafter.kind == "ngram":
         b = workload.batch if batch is None else batch
@@ -224,7 +234,8 @@ class SpeculativeResult:
 def analyse_speculation(hw: HardwareSpec, target: ModelSpec, workload: Workload, timing: TimingModel,
                         draft=None, drafter=None, alpha=None, alpha_per_position=None, k=None,
                         head_layer_fraction: float = DEFAULT_HEAD_LAYER_FRACTION,
-                        extra_draft_pass: bool = False) -> tuple[SpeculativeResult, list[str]]:
+                        extra_draft_pass: bool = False, draft_tp: int | None = None,
+                        ) -> tuple[SpeculativeResult, list[str]]:
     """Speedup vs k = 0..16 at the workload's batch and context; k defaults to the best k."""
     k = check_k(k)
     if alpha is not None and alpha_per_position is not None:
@@ -236,7 +247,7 @@ def analyse_speculation(hw: HardwareSpec, target: ModelSpec, workload: Workload,
     else:
         alpha_value = float(check_alpha(DEFAULT_ALPHA if alpha is None else alpha))
         rates, k_max = None, MAX_K
-    spec_drafter, warnings = resolve_drafter(target, draft, drafter, head_layer_fraction)
+    spec_drafter, warnings = resolve_drafter(target, draft, drafter, head_layer_fraction, draft_tp, hw)
     k_values = np.arange(k_max + 1)
     grid = price_speculation(hw, target, workload, spec_drafter, timing, workload.batch, workload.context_tokens,
                              k_values, alpha_value, rates, extra_draft_pass)

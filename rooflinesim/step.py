@@ -10,7 +10,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from .ops import OpCost, get_activation_bytes, get_kv_cache_bytes, get_step_ops
-from .roofline import DatasheetTiming, OpTime, TimingModel
+from .units import DEFAULT_QUANT_GROUP_SIZE
+from .roofline import DatasheetTiming, OpTime, TimingModel, get_op_time
 from .specs import HardwareSpec, ModelSpec, Workload
 
 
@@ -97,19 +98,25 @@ def get_step_cost(
     attention: str = "flash",
     logits_for_all_tokens: bool = True,
     timing: TimingModel | None = None,
+    tensor_parallel: int = 1,
+    quant_group_size: int = DEFAULT_QUANT_GROUP_SIZE,
 ) -> StepCost:
-    """Cost of one forward step of B sequences adding q tokens on S cached ones (arrays broadcast)."""
+    """Cost of one forward step of B sequences adding q tokens on S cached ones (arrays broadcast).
+
+    With tensor parallelism the ops are one device's share plus the collectives; all devices run in lockstep.
+    """
     ops = get_step_ops(
         model, batch, context_tokens, new_tokens, weight_dtype, kv_dtype, activation_dtype, attention,
-        logits_for_all_tokens,
+        logits_for_all_tokens, tensor_parallel, quant_group_size,
     )
     timing = timing or DatasheetTiming.expected(hw)
     sol = DatasheetTiming.speed_of_light(hw)
+    link_fraction = hw.efficiency.interconnect_fraction
     tokens = np.asarray(batch, dtype=float) * np.asarray(new_tokens, dtype=float)
     return StepCost(
         ops=ops,
-        expected=[timing.get_op_time(op, activation_dtype) for op in ops],
-        roofline=[sol.get_op_time(op, activation_dtype) for op in ops],
+        expected=[get_op_time(timing, hw, op, activation_dtype, link_fraction) for op in ops],
+        roofline=[get_op_time(sol, hw, op, activation_dtype) for op in ops],
         tokens=tokens,
         step_overhead_s=timing.get_step_overhead_s(model.num_layers),
     )
@@ -133,28 +140,29 @@ class MemoryFit:
 
 def get_memory_fit(
     hw: HardwareSpec, model: ModelSpec, batch, context_tokens, new_tokens, weight_dtype, kv_dtype, activation_dtype,
-    attention: str = "flash",
+    attention: str = "flash", tensor_parallel: int = 1, quant_group_size: int = DEFAULT_QUANT_GROUP_SIZE,
 ) -> MemoryFit:
-    """Weights + KV cache for B x (S + q) positions + the step's activations, against device capacity."""
+    """Per device: its share of the weights + KV cache for B x (S + q) positions + the step's activations."""
     s, q = np.asarray(context_tokens, dtype=float), np.asarray(new_tokens, dtype=float)
     return MemoryFit(
-        weight_bytes=model.get_weight_bytes(weight_dtype),
-        kv_cache_bytes=get_kv_cache_bytes(model, batch, s + q, kv_dtype),
-        activation_bytes=get_activation_bytes(model, batch, q, s, activation_dtype, attention),
+        weight_bytes=model.get_weight_bytes(weight_dtype, quant_group_size) / tensor_parallel,
+        kv_cache_bytes=get_kv_cache_bytes(model, batch, s + q, kv_dtype, tensor_parallel),
+        activation_bytes=get_activation_bytes(model, batch, q, s, activation_dtype, attention, tensor_parallel),
         capacity_bytes=hw.memory_capacity_bytes,
     )
 
 
 def get_max_batch(
     hw: HardwareSpec, model: ModelSpec, context_tokens, new_tokens, weight_dtype, kv_dtype, activation_dtype,
-    attention: str = "flash",
+    attention: str = "flash", tensor_parallel: int = 1, quant_group_size: int = DEFAULT_QUANT_GROUP_SIZE,
 ) -> np.ndarray:
     """Largest batch whose weights + KV cache + activations fit (0 when even one sequence does not).
 
     Memory is linear in the batch, so this is the closed form floor((capacity - weights) / bytes per sequence).
     """
     per_sequence = get_memory_fit(
-        hw, model, 1, context_tokens, new_tokens, weight_dtype, kv_dtype, activation_dtype, attention
+        hw, model, 1, context_tokens, new_tokens, weight_dtype, kv_dtype, activation_dtype, attention,
+        tensor_parallel, quant_group_size,
     )
     free = hw.memory_capacity_bytes - per_sequence.weight_bytes
     per_seq_bytes = per_sequence.kv_cache_bytes + per_sequence.activation_bytes
@@ -170,5 +178,15 @@ def get_workload_step(hw, model, workload: Workload, new_tokens, timing, context
         workload.context_tokens if context_tokens is None else context_tokens,
         new_tokens,
         workload.weight_dtype, workload.kv_dtype, workload.activation_dtype, workload.attention,
-        logits_for_all_tokens=logits_for_all_tokens, timing=timing,
+        logits_for_all_tokens=logits_for_all_tokens, timing=timing, tensor_parallel=workload.tensor_parallel,
+        quant_group_size=workload.quant_group_size,
+    )
+
+
+def get_workload_memory_fit(hw, model, workload: Workload, new_tokens=1, batch=None, context_tokens=None) -> MemoryFit:
+    return get_memory_fit(
+        hw, model, workload.batch if batch is None else batch,
+        workload.context_tokens if context_tokens is None else context_tokens, new_tokens, workload.weight_dtype,
+        workload.kv_dtype, workload.activation_dtype, workload.attention, workload.tensor_parallel,
+        workload.quant_group_size,
     )

@@ -20,7 +20,7 @@ from .predict import build_workload, get_timing_model
 from .registry import get_short_name, load_hardware, load_model
 from .speculative import DEFAULT_DRAFT, Drafter, check_alpha, price_speculation, resolve_drafter
 from .specs import InputError
-from .step import get_memory_fit
+from .step import get_workload_memory_fit
 
 
 @dataclass(frozen=True)
@@ -41,6 +41,7 @@ class SweepResult:
     draft_step_time_s: np.ndarray  # (n_batch, n_ctx)
     verify_step_time_s: np.ndarray  # (n_batch, n_ctx, n_k)
     fits_in_memory: np.ndarray  # (n_batch, n_ctx, n_k)
+    tensor_parallel: int = 1
 
     @property
     def n_points(self) -> int:
@@ -146,6 +147,7 @@ class SweepResult:
     def to_dict(self, include_grid: bool = True) -> dict:
         out = {
             "hardware": self.hardware, "model": self.model, "draft": self.draft,
+            "tensor_parallel": self.tensor_parallel,
             "batch": self.batch.tolist(), "context_tokens": self.context_tokens.tolist(),
             "k": self.k.tolist(), "alpha": self.alpha.tolist(),
             "break_even": self.get_break_even_table(),
@@ -163,7 +165,7 @@ def sweep(
     hw="h100", model="llama-3.1-8b", draft=DEFAULT_DRAFT, batch=(1, 2, 4, 8, 16, 32, 64, 128, 256),
     ctx=(1024, 4096, 16384, 65536, 131072), alpha=(0.6, 0.8), k=tuple(range(0, 9)), weight_dtype="bf16",
     kv_dtype=None, activation_dtype=None, attention="flash", drafter=None, head_layer_fraction=1.0,
-    extra_draft_pass=False, calibration=None,
+    extra_draft_pass=False, calibration=None, tp=1, draft_tp=None, quant_group_size=128,
 ) -> SweepResult:
     """Price speculation over the full grid batch x ctx x k x alpha in one vectorised evaluation."""
     hw_spec = load_hardware(hw)
@@ -185,8 +187,8 @@ def sweep(
     if ctx_v[0] < 0:
         raise InputError("context must be >= 0")
     workload, _ = build_workload(target, 1, int(ctx_v.max()), weight_dtype, kv_dtype, activation_dtype, attention,
-                                 allow_long_context=True)
-    spec_drafter, _ = resolve_drafter(target, draft, drafter, head_layer_fraction)
+                                 allow_long_context=True, tp=tp, quant_group_size=quant_group_size, hw=hw_spec)
+    spec_drafter, _ = resolve_drafter(target, draft, drafter, head_layer_fraction, draft_tp, hw_spec)
     timing = get_timing_model(hw_spec)
     b4, c4 = batch_v[:, None, None, None], ctx_v[None, :, None, None]
     k4, a4 = k_v[None, None, :, None], alpha_v[None, None, None, :]
@@ -204,15 +206,16 @@ def sweep(
         draft_step_time_s=np.broadcast_to(grid.draft_step_time_s, shape)[:, :, 0, 0],
         verify_step_time_s=np.broadcast_to(grid.verify_step_time_s, shape)[..., 0],
         fits_in_memory=fits,
+        tensor_parallel=workload.tensor_parallel,
     )
 
 
 def _get_fits(hw, target, workload, drafter: Drafter, batch, ctx, k):
     """Target and draft weights + both KV caches + the verify step's activations fit in device memory."""
-    fit = get_memory_fit(hw, target, batch, ctx, k + 1, workload.weight_dtype, workload.kv_dtype,
-                         workload.activation_dtype, workload.attention)
+    fit = get_workload_memory_fit(hw, target, workload, k + 1, batch, ctx)
     total = fit.total_bytes
     if drafter.kind == "model":
-        total = total + drafter.model.get_weight_bytes(workload.weight_dtype) + get_kv_cache_bytes(
-            drafter.model, batch, ctx + k + 1, workload.kv_dtype)
+        draft_tp = drafter.tensor_parallel or 1
+        total = total + drafter.model.get_weight_bytes(workload.weight_dtype) / draft_tp + get_kv_cache_bytes(
+            drafter.model, batch, ctx + k + 1, workload.kv_dtype, draft_tp)
     return np.broadcast_to(total <= hw.memory_capacity_bytes, np.broadcast(batch, ctx, k).shape)

@@ -23,6 +23,11 @@ DTYPE_BYTES: dict[str, float] = {
 }
 DTYPES = tuple(DTYPE_BYTES)
 
+#: Weight-only quantisation (int8, int4) stores one fp16 scale per group of weights; int4 adds a packed 4-bit zero point
+#: (GPTQ/AWQ layout). fp8 uses per-tensor scales, which cost nothing measurable.
+DEFAULT_QUANT_GROUP_SIZE = 128
+QUANT_GROUP_OVERHEAD_BYTES = {"int8": 2.0, "int4": 2.5}
+
 _DTYPE_ALIASES = {
     "float32": "fp32", "float": "fp32", "f32": "fp32",
     "bfloat16": "bf16",
@@ -47,6 +52,12 @@ def normalize_dtype(name: str) -> str:
 def get_dtype_bytes(name: str) -> float:
     """Bytes per element of a dtype (int4 = 0.5)."""
     return DTYPE_BYTES[normalize_dtype(name)]
+
+
+def get_weight_bytes_per_element(name: str, group_size: int = DEFAULT_QUANT_GROUP_SIZE) -> float:
+    """Stored bytes per weight, including the group scale (and zero point) of int8/int4 weight-only quantisation."""
+    dtype = normalize_dtype(name)
+    return DTYPE_BYTES[dtype] + QUANT_GROUP_OVERHEAD_BYTES.get(dtype, 0.0) / group_size
 
 
 _COUNT_RE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([kKmMgG]?)\s*$")

@@ -95,7 +95,8 @@ def test_dtypes_are_independent_and_compute_follows_activation_dtype():
     w4 = get_step_cost(hw, model, 1, 8192, 1, "int4", "bf16", "bf16")
     assert float(kv8.kv_read_bytes) == pytest.approx(float(bf16.kv_read_bytes) / 2)
     assert float(kv8.weight_bytes) == float(bf16.weight_bytes)
-    assert float(w4.weight_bytes) == pytest.approx(float(bf16.weight_bytes) / 4)
+    # int4 with one fp16 scale and a 4-bit zero point per group of 128: 0.5 + 2.5 / 128 bytes per weight
+    assert float(w4.weight_bytes) == pytest.approx(float(bf16.weight_bytes) * (0.5 + 2.5 / 128) / 2)
     # compute peak follows the compute (activation) dtype, never the KV dtype
     timing = DatasheetTiming.speed_of_light(hw)
     qproj = _op(kv8.ops, "q_proj")

@@ -1,0 +1,189 @@
+"""Deployment breadth on the same per-op model: tensor parallelism, MoE, MLA, sliding windows, quantisation."""
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import rooflinesim
+from rooflinesim import load_hardware, load_model
+from rooflinesim.ops import get_expected_experts_touched, get_step_ops
+from rooflinesim.predict import build_workload, get_timing_model
+from rooflinesim.speculative import Drafter, price_speculation
+from rooflinesim.step import get_step_cost
+
+from .strategies import hardware_names, model_names, workloads
+
+
+def _ops(ops):
+    return {op.name: op for op in ops}
+
+
+# --- tensor parallelism -----------------------------------------------------------------------------------------
+
+
+def test_tp2_halves_weights_and_adds_two_allreduces_per_layer():
+    model = load_model("llama-3.1-70b")
+    one = _ops(get_step_ops(model, 8, 4096, 1))
+    two = _ops(get_step_ops(model, 8, 4096, 1, tensor_parallel=2))
+    for name in ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj", "lm_head"):
+        assert float(two[name].weight_bytes) == pytest.approx(float(one[name].weight_bytes) / 2), name
+        assert float(two[name].flops) == pytest.approx(float(one[name].flops) / 2), name
+    # 8 KV heads over 2 devices: each reads half the KV cache
+    assert float(two["attention"].kv_read_bytes) == pytest.approx(float(one["attention"].kv_read_bytes) / 2)
+    assert two["attn_allreduce"].count == two["mlp_allreduce"].count == 80
+    assert float(two["attn_allreduce"].comm_bytes) == 8 * 8192 * 2  # B x h activations in bf16
+    assert not any(op.kind in ("allreduce", "allgather") for op in one.values())
+
+
+def test_allreduce_alpha_beta_cost_by_hand():
+    hw = load_hardware("h100")  # NVLink 450 GB/s per direction, 3 us latency (see the spec)
+    step = get_step_cost(hw, load_model("llama-3.1-70b"), 8, 4096, 1, tensor_parallel=4)
+    op, t = next((op, t) for op, t in zip(step.ops, step.roofline) if op.name == "attn_allreduce")
+    link, latency = hw.interconnect.bandwidth_bytes_per_s_per_direction, hw.interconnect.latency_s
+    per_call = 2 * 3 * latency + 2 * 3 / 4 * (8 * 8192 * 2) / link  # ring: 2(N-1) steps of bytes/N
+    assert float(t.time_s) == pytest.approx(80 * per_call)
+
+
+def test_kv_heads_are_replicated_when_tp_exceeds_them():
+    model = load_model("llama-3.1-70b")  # 8 KV heads
+    tp16 = _ops(get_step_ops(model, 1, 4096, 1, tensor_parallel=16))
+    tp8 = _ops(get_step_ops(model, 1, 4096, 1, tensor_parallel=8))
+    assert float(tp16["attention"].kv_read_bytes) == float(tp8["attention"].kv_read_bytes)
+
+
+@settings(max_examples=40, deadline=None)
+@given(hw=hardware_names, model=model_names, w=workloads())
+def test_tp1_equals_the_base_model_exactly(hw, model, w):
+    hw, model = load_hardware(hw), load_model(model)
+    base = get_step_cost(hw, model, **w)
+    tp1 = get_step_cost(hw, model, tensor_parallel=1, **w)
+    assert float(tp1.step_time_s) == float(base.step_time_s)
+    assert [op.name for op in tp1.ops] == [op.name for op in base.ops]
+
+
+def test_tp_in_predict_json_and_memory_per_device():
+    one = rooflinesim.predict(hw="h100", model="llama-3.1-70b", tp=1, speculative=False).to_dict()
+    four = rooflinesim.predict(hw="h100", model="llama-3.1-70b", tp=4, draft_tp=1, draft="llama-3.2-1b").to_dict()
+    assert four["workload"]["tensor_parallel"] == 4
+    assert not one["memory"]["fits_in_memory"] and four["memory"]["fits_in_memory"]
+    assert four["memory"]["weight_bytes"] == pytest.approx(one["memory"]["weight_bytes"] / 4)
+    assert four["decode"]["step_time_s"] < one["decode"]["step_time_s"] / 2.5
+    assert four["speculative"]["draft_step_time_s"] > 0
+
+
+def test_tp_bad_input(capsys):
+    from rooflinesim.cli import main
+
+    for args, fragment in ((["--tp", "3"], "does not divide"), (["--tp", "0"], "positive"),
+                           (["--hw", "cpu", "--model", "tiny-llama", "--tp", "2"], "no interconnect")):
+        assert main(["predict", *args]) == 2
+        assert fragment in capsys.readouterr().err
+
+
+# --- mixture of experts ---------------------------------------------------------------------------------------------
+
+
+def test_mixtral_batch1_decode_reads_2_of_8_experts_and_large_batches_read_all():
+    model = load_model("mixtral-8x7b")
+    expert_bytes = 3 * 4096 * 14336 * 2  # gate + up + down of one expert in bf16
+    for tokens, experts in ((1, 2.0), (4096, 8.0)):
+        ops = _ops(get_step_ops(model, tokens, 0 if tokens > 1 else 1024, 1))
+        read = sum(float(ops[n].weight_bytes) for n in ("experts_gate_proj", "experts_up_proj", "experts_down_proj"))
+        assert read == pytest.approx(experts * expert_bytes, rel=1e-6)
+    # by hand: 2 tokens touch 8 x (1 - (6/8)^2) = 3.5 experts
+    assert float(get_expected_experts_touched(8, 2, 2)) == pytest.approx(3.5)
+
+
+@settings(max_examples=100, deadline=None)
+@given(e=st.integers(1, 256), k=st.integers(1, 16), t1=st.integers(1, 10_000), t2=st.integers(1, 10_000))
+def test_more_tokens_never_read_fewer_experts(e, k, t1, t2):
+    k = min(k, e)
+    lo, hi = sorted((t1, t2))
+    a, b = float(get_expected_experts_touched(e, k, lo)), float(get_expected_experts_touched(e, k, hi))
+    assert k - 1e-9 <= a <= b + 1e-9 <= e + 1e-9
+
+
+def _dense_equivalent(moe):
+    """A dense model with the MoE's active size: its MLP is as wide as the top-k experts together."""
+    return moe.model_copy(update=dict(
+        name=f"{moe.name} dense-equivalent", num_experts=None, num_experts_per_token=None, moe_intermediate_size=None,
+        intermediate_size=moe.num_experts_per_token * moe.moe_intermediate_size,
+    ))
+
+
+def test_moe_speculation_vs_a_dense_model_of_the_same_active_size():
+    """At small batch a verify of k + 1 tokens touches up to 2(k + 1) of Mixtral's 8 experts while decode touches 2,
+    so speculation pays far less than on the dense equivalent. From batch ~16 decode already touches all 8 experts,
+    whose small per-expert GEMMs keep the layer memory-bound longer: there MoE speculation pays *more* than dense."""
+    hw, moe = load_hardware("h100"), load_model("mixtral-8x7b")
+    dense = _dense_equivalent(moe)
+    assert dense.params == pytest.approx(moe.active_params, rel=0.01)
+    workload, _ = build_workload(moe, 1, 4096, tp=2, hw=hw)
+    timing = get_timing_model(hw)
+    drafter = Drafter("ngram")  # a free drafter isolates the verify cost
+    batch = np.array([1, 2, 4, 8, 16, 32, 64, 128])[:, None]
+    k = np.arange(0, 9)[None, :]
+    results = {}
+    for name, model in (("moe", moe), ("dense", dense)):
+        grid = price_speculation(hw, model, workload, drafter, timing, batch, 4096, k, 0.7)
+        results[name] = grid.speedup.max(axis=1)
+    moe_s, dense_s = results["moe"], results["dense"]
+    assert moe_s[0] < 0.5 * dense_s[0]
+    assert np.all(np.diff(moe_s[:5]) > 0)  # batch 1 -> 16: the expert-read penalty of verify fades
+    assert np.all(np.diff(dense_s) < 0)  # dense: verify turns compute-bound as the batch grows
+    assert moe_s[-1] > dense_s[-1]
+    decode_moe = get_step_cost(hw, moe, 1, 4096, 1, tensor_parallel=2).step_time_s
+    decode_dense = get_step_cost(hw, dense, 1, 4096, 1, tensor_parallel=2).step_time_s
+    assert float(decode_moe) == pytest.approx(float(decode_dense), rel=0.03)
+
+
+# --- MLA ------------------------------------------------------------------------------------------------------------
+
+
+def test_mla_caches_a_compressed_latent():
+    model = load_model("deepseek-v2-lite")
+    assert model.get_kv_bytes_per_token("bf16") == 27 * (512 + 64) * 2
+    mha_equivalent = 27 * 2 * 16 * 128 * 2
+    assert mha_equivalent / model.get_kv_bytes_per_token("bf16") == pytest.approx(7.11, rel=0.01)
+    ops = _ops(get_step_ops(model, 1, 8192, 1))
+    attn = ops["attention"]
+    assert float(attn.kv_read_bytes) == 8193 * 576 * 2  # one latent per token, shared by all 16 heads
+    # absorbed form: per head and key, 2 x 576 (scores) + 2 x 512 (values) + softmax
+    assert float(attn.flops) == pytest.approx(16 * 8193 * (2 * 576 + 2 * 512 + 5))
+    assert float(attn.arithmetic_intensity_flops_per_byte) == pytest.approx(16 * 2181 / 1152, rel=0.01)
+    assert float(ops["kv_b_absorb"].flops) == 2 * 16 * (128 * 512 + 512 * 128)
+
+
+def test_mla_and_moe_predict_end_to_end():
+    d = rooflinesim.predict(hw="h200", model="deepseek-v3", tp=8, batch=16, ctx="32k", weight_dtype="fp8",
+                            draft=None, drafter="ngram", alpha=0.6).to_dict()
+    assert d["memory"]["fits_in_memory"]
+    assert d["hardware"]["compute_dtype"] == "fp8"
+    assert d["speculative"]["best_speedup"] >= 1
+    names = [op["name"] for op in d["ops"]]
+    assert {"q_a_proj", "kv_a_proj", "kv_b_absorb", "router", "experts_up_proj", "shared_up_proj"} <= set(names)
+
+
+# --- quantisation ---------------------------------------------------------------------------------------------------
+
+
+def test_weight_only_quantisation_bytes_and_dequant_flops():
+    model = load_model("llama-3.1-8b")
+    bf16 = _ops(get_step_ops(model, 1, 0, 1, "bf16"))
+    int4 = _ops(get_step_ops(model, 1, 0, 1, "int4", quant_group_size=64))
+    w = 4096 * 14336
+    assert float(int4["down_proj"].weight_bytes) == pytest.approx(w * (0.5 + 2.5 / 64))
+    assert float(int4["down_proj"].flops) == pytest.approx(float(bf16["down_proj"].flops) + 2 * w)
+    int8 = _ops(get_step_ops(model, 1, 0, 1, "int8"))
+    assert float(int8["down_proj"].weight_bytes) == pytest.approx(w * (1 + 2 / 128))
+
+
+def test_fp8_computes_in_fp8_only_where_the_device_has_it():
+    h100 = rooflinesim.predict(hw="h100", weight_dtype="fp8", speculative=False).to_dict()
+    a100 = rooflinesim.predict(hw="a100", weight_dtype="fp8", speculative=False).to_dict()
+    assert h100["workload"]["activation_dtype"] == "fp8" and h100["hardware"]["compute_dtype"] == "fp8"
+    assert h100["hardware"]["peak_flops_per_s"] == 1979e12
+    assert a100["workload"]["activation_dtype"] == "bf16" and a100["hardware"]["compute_dtype"] == "bf16"
+    kv8 = rooflinesim.predict(hw="h100", kv_dtype="fp8", ctx="32k", speculative=False).to_dict()
+    assert kv8["hardware"]["compute_dtype"] == "bf16"  # an fp8 KV cache never changes the compute peak
