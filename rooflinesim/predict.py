@@ -15,7 +15,7 @@ from .ops import COLLECTIVE_KINDS
 from .registry import get_short_name, load_hardware, load_model
 from .roofline import DatasheetTiming, TimingModel
 from .specs import HardwareSpec, InputError, ModelSpec, Workload
-from .step import StepCost, get_max_batch, get_workload_memory_fit, get_workload_step
+from .step import StepCost, check_tensor_parallel, get_max_batch, get_workload_memory_fit, get_workload_step
 from .units import DEFAULT_QUANT_GROUP_SIZE, UnitError, format_count, normalize_dtype, parse_count
 
 
@@ -250,20 +250,6 @@ def build_workload(
         quant_group_size=int(quant_group_size),
     )
     return workload, warnings
-
-
-def check_tensor_parallel(model: ModelSpec, tp, hw: HardwareSpec | None = None) -> int:
-    try:
-        tp = int(tp)
-    except (TypeError, ValueError) as exc:
-        raise InputError(f"--tp must be a positive integer, got {tp!r}") from exc
-    if tp <= 0:
-        raise InputError(f"--tp must be a positive integer, got {tp}")
-    if model.num_attention_heads % tp:
-        raise InputError(f"--tp {tp} does not divide {model.name}'s {model.num_attention_heads} attention heads")
-    if tp > 1 and hw is not None and hw.interconnect is None:
-        raise InputError(f"{hw.name} has no interconnect in its spec: --tp {tp} cannot be modelled")
-    return tp
 
 
 def predict(

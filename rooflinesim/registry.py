@@ -20,6 +20,14 @@ from pydantic import BaseModel, ValidationError
 from .specs import HardwareSpec, ModelSpec
 
 
+# libyaml's C loader parses the shipped specs ~10x faster than the pure-Python one (predict reads every file's name).
+_YAML_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+
+
+def _yaml_load(text: str):
+    return yaml.load(text, Loader=_YAML_LOADER)
+
+
 class SpecError(ValueError):
     """A spec that cannot be found, parsed or validated. The message is meant for the user as is."""
 
@@ -62,7 +70,7 @@ def load_spec_file(path: str | Path, spec_type: type[SpecT]) -> SpecT:
     except OSError as exc:
         raise SpecError(f"{path}: cannot read: {exc.strerror}") from exc
     try:
-        data = yaml.safe_load(text)
+        data = _yaml_load(text)
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f" line {mark.line + 1}" if mark is not None else ""
@@ -82,7 +90,7 @@ def _index(kind: str) -> dict[str, Path]:
     for folder in _data_dirs(kind):
         for path in sorted(folder.glob("*.yaml")):
             try:
-                head = yaml.safe_load(path.read_text()) or {}
+                head = _yaml_load(path.read_text()) or {}
             except yaml.YAMLError:
                 head = {}
             keys = [path.stem, str(head.get("name", ""))] + [str(a) for a in head.get("aliases", []) or []]

@@ -4,9 +4,6 @@ from __future__ import annotations
 
 import json
 
-from rich.console import Console
-from rich.table import Table
-
 from .predict import Prediction, StepSummary
 from .units import format_bytes, format_count, format_flops, format_rate, format_seconds
 
@@ -24,7 +21,10 @@ def _step_line(label: str, step: StepSummary, batch: int) -> str:
     )
 
 
-def render_prediction(prediction: Prediction, console: Console | None = None) -> None:
+def render_prediction(prediction: Prediction, console=None) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
     console = console or Console(width=120)
     d = prediction.to_dict()
     hw, model, w, mem, dec = d["hardware"], d["model"], d["workload"], d["memory"], prediction.decode

@@ -18,7 +18,7 @@ from typing import Sequence
 import numpy as np
 
 from .acceptance import expected_tokens_iid, expected_tokens_per_position
-from .step import get_workload_step
+from .step import check_tensor_parallel, get_workload_step
 from .registry import get_short_name, load_model
 from .roofline import TimingModel
 from .specs import HardwareSpec, InputError, ModelSpec, Workload
@@ -73,8 +73,6 @@ def resolve_drafter(target: ModelSpec, draft: str | ModelSpec | None, drafter: s
             f"{target.vocab_size}: speculation needs a shared tokenizer"
         )
     if draft_tp is not None:
-        from .predict import check_tensor_parallel
-
         draft_tp = check_tensor_parallel(draft_model, draft_tp, hw)
     return Drafter("model", draft_model, tensor_parallel=draft_tp), warnings
 

@@ -12,7 +12,7 @@ import numpy as np
 from .ops import OpCost, get_activation_bytes, get_kv_cache_bytes, get_step_ops
 from .units import DEFAULT_QUANT_GROUP_SIZE
 from .roofline import DatasheetTiming, OpTime, TimingModel, get_op_time
-from .specs import HardwareSpec, ModelSpec, Workload
+from .specs import HardwareSpec, InputError, ModelSpec, Workload
 
 
 @dataclass(frozen=True)
@@ -190,3 +190,17 @@ def get_workload_memory_fit(hw, model, workload: Workload, new_tokens=1, batch=N
         workload.kv_dtype, workload.activation_dtype, workload.attention, workload.tensor_parallel,
         workload.quant_group_size,
     )
+
+
+def check_tensor_parallel(model: ModelSpec, tp, hw: HardwareSpec | None = None) -> int:
+    try:
+        tp = int(tp)
+    except (TypeError, ValueError) as exc:
+        raise InputError(f"--tp must be a positive integer, got {tp!r}") from exc
+    if tp <= 0:
+        raise InputError(f"--tp must be a positive integer, got {tp}")
+    if model.num_attention_heads % tp:
+        raise InputError(f"--tp {tp} does not divide {model.name}'s {model.num_attention_heads} attention heads")
+    if tp > 1 and hw is not None and hw.interconnect is None:
+        raise InputError(f"{hw.name} has no interconnect in its spec: --tp {tp} cannot be modelled")
+    return tp
