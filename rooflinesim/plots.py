@@ -36,8 +36,11 @@ BREAKDOWN_COMPONENTS = (
     ("KV traffic", "#dd8452"),
     ("activation traffic", "#8da0cb"),
     ("compute", "#55a868"),
+    ("interconnect", "#937860"),
     ("overhead", "#c44e52"),
 )
+#: Op kinds timed by the interconnect (tensor-parallel collectives), attributed to 'interconnect'.
+COLLECTIVE_OP_KINDS = frozenset({"allreduce", "allgather"})
 VALIDATION_KINDS = ("decode", "verify", "draft")
 
 
@@ -418,7 +421,7 @@ def plot_speedup_map(
         ax.add_collection(LineCollection(segments, colors="black", linewidths=2.4, capstyle="round"))
         handles.append(Line2D([], [], color="black", linewidth=2.4, label="speedup = 1 boundary (break-even)"))
     else:
-        handles.append(Line2D([], [], color="black", linewidth=2.4,
+        handles.append(Line2D([], [], linestyle="none",
                               label="no break-even in this range: " + ("always pays" if pays.all() else "never pays")))
     note = ""
     if not fits.any():
@@ -542,12 +545,16 @@ def get_step_breakdown(step) -> dict[str, np.ndarray]:
     Attribution, op by op (each op's expected time is max(compute, memory) + overhead): the op's kernel overhead goes
     to 'overhead'; the max(...) part goes wholly to its dominant component: to 'compute' when the op is compute-bound,
     otherwise to memory traffic, split between weights, KV cache (reads + writes) and activations (reads + writes) in
-    proportion to the bytes the op moves of each. The step's fixed overhead is added to 'overhead'. The components sum
+    proportion to the bytes the op moves of each. Tensor-parallel collectives (all-reduce, all-gather) go wholly to
+    'interconnect'. The step's fixed overhead is added to 'overhead'. The components sum
     to `step.step_time_s` exactly. Time hidden under the dominant side (e.g. the compute of a memory-bound GEMV) is not
     shown: this is where the time goes, not what the hardware does.
     """
     parts = {name: 0.0 for name, _ in BREAKDOWN_COMPONENTS}
     for op, t in zip(step.ops, step.expected):
+        if op.kind in COLLECTIVE_OP_KINDS:  # link transfer + latency of a tensor-parallel collective
+            parts["interconnect"] = parts["interconnect"] + np.asarray(t.time_s)
+            continue
         body = np.asarray(t.time_s) - np.asarray(t.overhead_s)
         compute_bound = np.asarray(t.compute_bound)
         total_bytes = np.asarray(op.bytes, dtype=float)
@@ -577,7 +584,7 @@ def plot_step_breakdown(
     calibration=None,
     ax=None,
 ):
-    """Stacked expected step time vs context: weight traffic, KV traffic, activation traffic, compute, overhead.
+    """Stacked expected step time vs context: weight, KV and activation traffic, compute, (interconnect,) overhead.
 
     `new_tokens` = 1 is a decode step, k + 1 a verify step. Contexts default to powers of two from 256 up to the
     model's maximum. See `get_step_breakdown` for how each op's time is attributed; the dashed line is the speed-of-light
@@ -602,8 +609,9 @@ def plot_step_breakdown(
                          timing=timing)
     parts = get_step_breakdown(step)
     fig, (ax,) = _new_figure((8.5, 5.5), ax)
-    names = [n for n, _ in BREAKDOWN_COMPONENTS]
-    colors = [c for _, c in BREAKDOWN_COMPONENTS]
+    shown = [(n, c) for n, c in BREAKDOWN_COMPONENTS if n != "interconnect" or np.any(parts[n] > 0)]
+    names = [n for n, _ in shown]
+    colors = [c for _, c in shown]
     ax.stackplot(contexts, *[parts[n] * 1e3 for n in names], labels=names, colors=colors, alpha=0.9)
     ax.plot(contexts, np.broadcast_to(step.roofline_step_time_s, contexts.shape) * 1e3, color="black", linestyle="--",
             linewidth=1.5, label="speed-of-light step time")

@@ -129,6 +129,7 @@ def test_step_breakdown_components_sum_to_the_step_time():
     step = get_step_cost(hw, load_model(model), 8, ctx, 1)
     parts = plots.get_step_breakdown(step)
     assert set(parts) == {name for name, _ in plots.BREAKDOWN_COMPONENTS}
+    assert not parts["interconnect"].any()  # one device: no collectives
     assert np.allclose(sum(parts.values()), step.step_time_s, rtol=1e-12)
     assert np.all(np.diff(parts["KV traffic"]) > 0)  # KV traffic grows with context
     assert np.allclose(parts["weight traffic"], parts["weight traffic"][0])  # weights do not
