@@ -245,7 +245,7 @@ def build_workload(
     if int(quant_group_size) != quant_group_size or quant_group_size <= 0:
         raise InputError(f"quantisation group size must be a positive integer, got {quant_group_size}")
     workload = Workload(
-        batch=batch, context_tokens=context, new_tokens=1, weight_dtype=weight_dtype, kv_dtype=kv_dtype,
+        batch=batch, context_tokens=context, weight_dtype=weight_dtype, kv_dtype=kv_dtype,
         activation_dtype=activation_dtype, attention=attention, tensor_parallel=tp,
         quant_group_size=int(quant_group_size),
     )

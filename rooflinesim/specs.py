@@ -286,24 +286,19 @@ class ModelSpec(_Strict):
 
 
 class Workload(_Strict):
-    """What one forward step does and in which dtypes.
-
-    batch sequences each add `new_tokens` (q) on top of `context_tokens` (S) already cached: prefill is q = prompt
-    length, S = 0; decode is q = 1; verifying k draft tokens is q = k + 1.
+    """The user's serving workload: `batch` sequences with `context_tokens` already cached, the dtypes, attention
+    mode and sharding. Each step priced from it says how many new tokens (q) every sequence adds: prefill is
+    q = prompt length on S = 0; decode is q = 1; verifying k draft tokens is q = k + 1.
     """
 
     batch: int = Field(gt=0)
     context_tokens: int = Field(ge=0)
-    new_tokens: int = Field(default=1, gt=0)
     weight_dtype: str = "bf16"
     kv_dtype: str = "bf16"
     activation_dtype: str = "bf16"
     attention: Literal["flash", "unfused"] = "flash"
     tensor_parallel: int = Field(default=1, gt=0, description="devices the model is sharded over (--tp)")
     quant_group_size: int = Field(default=DEFAULT_QUANT_GROUP_SIZE, gt=0, description="int8/int4 weights per scale")
-    logits_for_all_tokens: bool = Field(
-        default=True, description="decode/verify need logits for every new token; prefill only for the last"
-    )
 
     @field_validator("weight_dtype", "kv_dtype", "activation_dtype")
     @classmethod
