@@ -36,7 +36,7 @@ def python3_kernel(tmp_path_factory):
     env = {"PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")])),
            "MPLBACKEND": "module://matplotlib_inline.backend_inline", "PYDEVD_DISABLE_FILE_VALIDATION": "1"}
     (spec_dir / "kernel.json").write_text(json.dumps({
-        "argv": [sys.executable, "-Xfrozen_modules=off", "-m", "ipykernel_launcher", "-f", "{connection_file}"],
+        "argv": [sys.executable, "-m", "ipykernel_launcher", "-f", "{connection_file}"],
         "display_name": "Python 3 (rooflinesim tests)", "language": "python", "env": env,
     }))
     old = os.environ.get("JUPYTER_PATH")
