@@ -209,7 +209,8 @@ def _cmd_plot(args) -> int:
 
     dtypes = dict(weight_dtype=args.weight_dtype, kv_dtype=args.kv_dtype, activation_dtype=args.activation_dtype,
                   attention=args.attention)
-    spec = dict(hw=args.hw, model=args.model, draft=args.draft, drafter=args.drafter, calibration=args.calibration)
+    spec = dict(hw=args.hw, model=args.model, draft=args.draft, drafter=args.drafter, calibration=args.calibration,
+                tp=args.tp, draft_tp=args.draft_tp)
     alphas = parse_float_list(args.alpha, "acceptance rate") if args.alpha else None
     from . import plots  # matplotlib only from here on
 
@@ -221,7 +222,7 @@ def _cmd_plot(args) -> int:
         k = one(parse_int_range(args.k or "4"), "k")
         fig = plots.plot_roofline(args.hw, args.model, parse_count_range(args.batch or "1,8,64,256"),
                                   parse_count_range(args.ctx or "1k,32k"), k, calibration=args.calibration,
-                                  per_op=args.per_op, **dtypes)
+                                  per_op=args.per_op, tp=args.tp, **dtypes)
     elif args.kind == "speedup":
         fig = plots.plot_speedup_map(alpha=one(alphas or [0.8], "--alpha"),
                                      batch=parse_count_range(args.batch or "1..1024"),
@@ -236,7 +237,8 @@ def _cmd_plot(args) -> int:
         k = one(parse_int_range(args.k), "k") if args.k else None
         fig = plots.plot_step_breakdown(args.hw, args.model, one(parse_count_range(args.batch or "1"), "--batch"),
                                         parse_count_range(args.ctx) if args.ctx else None,
-                                        1 if k is None else k + 1, calibration=args.calibration, **dtypes)
+                                        1 if k is None else k + 1, calibration=args.calibration, tp=args.tp,
+                                        **dtypes)
     fig.savefig(out, dpi=150, bbox_inches="tight")
     print(f"wrote {out}")
     return 0

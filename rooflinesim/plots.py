@@ -197,6 +197,10 @@ def _group_equal_peaks(peaks: dict[str, float]) -> list[tuple[str, float]]:
 # ---------------------------------------------------------------------------------------------------------------
 
 
+def _tp_label(tp) -> str:
+    return f" x{int(tp)} (tensor parallel)" if tp and int(tp) > 1 else ""
+
+
 def plot_roofline(
     hw="a100",
     model="llama-3.1-8b",
@@ -208,6 +212,7 @@ def plot_roofline(
     activation_dtype: str | None = None,
     attention: str = "flash",
     calibration=None,
+    tp: int = 1,
     dtypes: Iterable[str] | None = None,
     per_op: bool = False,
     prefill: bool = True,
@@ -225,9 +230,10 @@ def plot_roofline(
     for every context in `ctx`, joined across batch so the climb towards the ridge is visible. With `per_op`, the ops
     of the first decode configuration are added as small grey points (ops without FLOPs are left out: log axes).
     """
-    from .step import get_step_cost
+    from .step import check_tensor_parallel, get_step_cost
 
     hw_spec, model_spec = _resolve_specs(hw, model)
+    tp = check_tensor_parallel(model_spec, tp, hw_spec)
     w, kv, a = _resolve_dtypes(weight_dtype, kv_dtype, activation_dtype)
     batches = _positive_ints(batch, "batch sizes")
     contexts = sorted({int(c) for c in np.atleast_1d(ctx)})
@@ -241,8 +247,10 @@ def plot_roofline(
     fig, (ax,) = _new_figure((9.5, 6.5), ax)
     b_arr = np.asarray(batches, dtype=float)[:, None]
     c_arr = np.asarray(contexts, dtype=float)[None, :]
-    decode = get_step_cost(hw_spec, model_spec, b_arr, c_arr, 1, w, kv, a, attention, timing=timing)
-    verify = get_step_cost(hw_spec, model_spec, b_arr, c_arr, int(k) + 1, w, kv, a, attention, timing=timing)
+    decode = get_step_cost(hw_spec, model_spec, b_arr, c_arr, 1, w, kv, a, attention, timing=timing,
+                           tensor_parallel=tp)
+    verify = get_step_cost(hw_spec, model_spec, b_arr, c_arr, int(k) + 1, w, kv, a, attention, timing=timing,
+                           tensor_parallel=tp)
     intensities, perfs = [], []
 
     def point_arrays(step):
@@ -268,7 +276,7 @@ def plot_roofline(
     if prefill:
         prompts = [c for c in contexts if c > 0] or [1024]
         pre = get_step_cost(hw_spec, model_spec, 1, 0, np.asarray(prompts, dtype=float), w, kv, a, attention,
-                            logits_for_all_tokens=False, timing=timing)
+                            logits_for_all_tokens=False, timing=timing, tensor_parallel=tp)
         p_int = np.broadcast_to(pre.arithmetic_intensity_flops_per_byte, (len(prompts),))
         p_perf = np.broadcast_to(pre.flops / pre.step_time_s, (len(prompts),))
         intensities.append(p_int)
@@ -278,7 +286,8 @@ def plot_roofline(
         for x, y, p in zip(p_int, p_perf, prompts):
             ax.annotate(format_count(p), (x, y), textcoords="offset points", xytext=(6, 4), fontsize=8)
     if per_op:
-        one = get_step_cost(hw_spec, model_spec, batches[0], contexts[0], 1, w, kv, a, attention, timing=timing)
+        one = get_step_cost(hw_spec, model_spec, batches[0], contexts[0], 1, w, kv, a, attention, timing=timing,
+                            tensor_parallel=tp)
         xs, ys, names = [], [], []
         for op, t in zip(one.ops, one.expected):
             flops = float(np.asarray(op.flops).reshape(-1)[0])
@@ -349,7 +358,7 @@ def plot_roofline(
     ax.set_ylabel("performance (FLOP/s): step FLOPs / expected step time")
     ax.grid(True, which="major", alpha=0.3)
     ax.set_title(
-        f"Roofline: {get_short_name(model_spec)} on {get_short_name(hw_spec)} "
+        f"Roofline: {get_short_name(model_spec)} on {get_short_name(hw_spec)}{_tp_label(tp)} "
         f"(weights {w}, KV {kv}, compute {a}; verify k = {int(k)}; {timing.name} timing)",
         fontsize=10,
     )
@@ -376,6 +385,8 @@ def plot_speedup_map(
     attention: str = "flash",
     drafter: str | None = None,
     calibration=None,
+    tp: int = 1,
+    draft_tp: int | None = None,
     annotate: bool = True,
     colorbar: bool = True,
     ax=None,
@@ -401,7 +412,7 @@ def plot_speedup_map(
         raise InputError("the speedup map needs some k >= 1")
     result = sweep(hw=hw, model=model, draft=draft, batch=batch, ctx=ctx, alpha=[float(alpha_values[0])],
                    k=k_values, weight_dtype=weight_dtype, kv_dtype=kv_dtype, activation_dtype=activation_dtype,
-                   attention=attention, drafter=drafter, calibration=calibration)
+                   attention=attention, drafter=drafter, calibration=calibration, tp=tp, draft_tp=draft_tp)
     spec = result.k > 0
     speedup = result.speedup[:, :, spec, 0]
     best_index = np.argmax(speedup, axis=2)
@@ -450,7 +461,7 @@ def plot_speedup_map(
         ticks = np.concatenate([np.linspace(norm.vmin, 1.0, 3), np.linspace(1.0, norm.vmax, 5)])
         bar.set_ticks(np.unique(np.round(ticks, 2)))
     w, kv, a = _resolve_dtypes(weight_dtype, kv_dtype, activation_dtype)
-    ax.set_title(f"{result.model} + draft {result.draft} on {result.hardware}: best speedup over k = 1..{max(k_values)}"
+    ax.set_title(f"{result.model} + draft {result.draft} on {result.hardware}{_tp_label(tp)}: best speedup over k = 1..{max(k_values)}"
                  f"\nalpha = {float(alpha_values[0]):g}, weights {w}, KV {kv}{note}", fontsize=10)
     ax.legend(handles=handles, loc="upper center", bbox_to_anchor=(0.5, -0.12), ncol=len(handles), fontsize=8,
               frameon=False)
@@ -471,6 +482,8 @@ def plot_speedup_vs_k(
     attention: str = "flash",
     drafter: str | None = None,
     calibration=None,
+    tp: int = 1,
+    draft_tp: int | None = None,
     ax=None,
 ):
     """Speedup vs draft length k for several acceptance rates: the step model (solid) and Leviathan's closed form
@@ -494,7 +507,7 @@ def plot_speedup_vs_k(
     k_values = list(range(0, int(k_max) + 1))
     result = sweep(hw=hw, model=model, draft=draft, batch=batches, ctx=contexts, alpha=alphas, k=k_values,
                    weight_dtype=weight_dtype, kv_dtype=kv_dtype, activation_dtype=activation_dtype,
-                   attention=attention, drafter=drafter, calibration=calibration)
+                   attention=attention, drafter=drafter, calibration=calibration, tp=tp, draft_tp=draft_tp)
     c = float(result.draft_step_time_s[0, 0] / result.target_decode_time_s[0, 0])
     fig, (ax,) = _new_figure((8.5, 5.5), ax)
     ks = np.asarray(k_values)
@@ -529,7 +542,7 @@ def plot_speedup_vs_k(
     ax.grid(True, alpha=0.3)
     ax.set_ylim(bottom=min(0.0 + 0.9 * float(np.min(result.speedup)), 0.9))
     w, kv, act = _resolve_dtypes(weight_dtype, kv_dtype, activation_dtype)
-    ax.set_title(f"Speedup vs k: {result.model} + draft {result.draft} on {result.hardware}, batch {batches[0]}, "
+    ax.set_title(f"Speedup vs k: {result.model} + draft {result.draft} on {result.hardware}{_tp_label(tp)}, batch {batches[0]}, "
                  f"ctx {format_count(contexts[0])}, {w}", fontsize=10)
     return fig
 
@@ -582,6 +595,7 @@ def plot_step_breakdown(
     activation_dtype: str | None = None,
     attention: str = "flash",
     calibration=None,
+    tp: int = 1,
     ax=None,
 ):
     """Stacked expected step time vs context: weight, KV and activation traffic, compute, (interconnect,) overhead.
@@ -590,9 +604,10 @@ def plot_step_breakdown(
     model's maximum. See `get_step_breakdown` for how each op's time is attributed; the dashed line is the speed-of-light
     (roofline) step time for comparison.
     """
-    from .step import get_step_cost
+    from .step import check_tensor_parallel, get_step_cost
 
     hw_spec, model_spec = _resolve_specs(hw, model)
+    tp = check_tensor_parallel(model_spec, tp, hw_spec)
     w, kv, a = _resolve_dtypes(weight_dtype, kv_dtype, activation_dtype)
     batches = _positive_ints(batch, "batch")
     if len(batches) != 1:
@@ -606,7 +621,7 @@ def plot_step_breakdown(
         raise InputError("the step breakdown needs at least two contexts >= 0")
     timing = _timing(_apply_calibration(hw_spec, calibration)[0])
     step = get_step_cost(hw_spec, model_spec, batches[0], contexts, int(new_tokens), w, kv, a, attention,
-                         timing=timing)
+                         timing=timing, tensor_parallel=tp)
     parts = get_step_breakdown(step)
     fig, (ax,) = _new_figure((8.5, 5.5), ax)
     shown = [(n, c) for n, c in BREAKDOWN_COMPONENTS if n != "interconnect" or np.any(parts[n] > 0)]
@@ -626,8 +641,8 @@ def plot_step_breakdown(
     order = list(range(len(names)))[::-1] + [len(names)]  # legend top-to-bottom matches the stack
     ax.legend([handles[i] for i in order], [labels[i] for i in order], loc="upper left", fontsize=8)
     what = "decode" if int(new_tokens) == 1 else f"verify (k + 1 = {int(new_tokens)} tokens)"
-    ax.set_title(f"Where a {what} step's time goes: {get_short_name(model_spec)} on {get_short_name(hw_spec)}, "
-                 f"batch {batches[0]}\nweights {w}, KV {kv}, compute {a}; {timing.name} timing", fontsize=10)
+    ax.set_title(f"Where a {what} step's time goes: {get_short_name(model_spec)} on {get_short_name(hw_spec)}"
+                 f"{_tp_label(tp)}, batch {batches[0]}\nweights {w}, KV {kv}, compute {a}; {timing.name} timing", fontsize=10)
     return fig
 
 

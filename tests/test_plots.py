@@ -102,6 +102,22 @@ def test_speedup_map_draws_the_break_even_boundary():
     assert "speedup = 1 boundary (break-even)" in legend
 
 
+def test_tensor_parallel_reaches_every_chart():
+    """--tp prices the sharded model: a 70B + 8B draft in bf16 exceeds one 80 GB A100 and fits four; every chart
+    says TP in its title."""
+    kwargs = dict(batch=[1, 8], ctx=[4096])
+    one = plots.plot_speedup_map("a100", "llama-3.1-70b", "llama-3.1-8b", **kwargs)
+    four = plots.plot_speedup_map("a100", "llama-3.1-70b", "llama-3.1-8b", tp=4, **kwargs)
+    assert "exceeds device memory everywhere" in one.axes[0].get_title()
+    assert "x4 (tensor parallel)" in four.axes[0].get_title() and "exceeds" not in four.axes[0].get_title()
+    for fig in (plots.plot_speedup_vs_k("h100", "llama-3.1-70b", "llama-3.1-8b", tp=4, k_max=4),
+                plots.plot_roofline("h100", "llama-3.1-70b", batch=[1, 8], ctx=[4096], tp=4),
+                plots.plot_step_breakdown("h100", "llama-3.1-70b", ctx=[1024, 4096], tp=4)):
+        assert "x4 (tensor parallel)" in fig.axes[0].get_title()
+    with pytest.raises(InputError):
+        plots.plot_roofline("h100", "llama-3.1-70b", tp=3)  # 64 heads do not split 3 ways
+
+
 def test_speedup_map_rejects_several_alphas():
     with pytest.raises(InputError):
         plots.plot_speedup_map(alpha=[0.6, 0.8])
@@ -173,6 +189,8 @@ def test_validation_rejects_a_malformed_report(mutate):
     ["speedup", "--batch", "1,16,256", "--ctx", "1k,32k"],
     ["k", "--alpha", "0.7,0.9"],
     ["breakdown", "--ctx", "1k..32k"],
+    ["speedup", "--hw", "h100", "--model", "llama-3.1-70b", "--draft", "llama-3.1-8b", "--tp", "4", "--batch", "1,64",
+     "--ctx", "4k"],
     ["validation", "--report", str(REPORT)],
 ])
 def test_cli_writes_a_png(argv, tmp_path, capsys):
