@@ -113,7 +113,99 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("name")
     p.add_argument("--json", action="store_true")
     p.set_defaults(handler=_cmd_show)
+
+    p = sub.add_parser("calibrate", help="measure this device with torch microbenchmarks and write a profile YAML")
+    p.add_argument("--device", default="auto", help="auto, cpu or cuda (default auto)")
+    p.add_argument("--dtype", default="fp32,bf16", help="compute dtypes to measure, e.g. bf16,fp32 (default fp32,bf16)")
+    p.add_argument("--threads", type=int, default=None, help="CPU threads (default: torch's; recorded in the profile)")
+    p.add_argument("--quick", action="store_true", help="fewer shapes and points, smaller working sets (<= 30 s on a 2-core CPU)")
+    p.add_argument("--out", default=None, help="profile path (default calibrate/<device-name>.yaml)")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--no-progress", action="store_true", help="no progress bar")
+    p.set_defaults(handler=_cmd_calibrate)
+
+    p = sub.add_parser("validate", help="time a hold-out decoder and a speculative loop; compare with predictions")
+    p.add_argument("--profile", default=None, help="measured profile YAML (default calibrate/<device-name>.yaml)")
+    p.add_argument("--device", default="auto", help="auto, cpu or cuda (default auto)")
+    p.add_argument("--dtype", default=None, help="dtype to validate (default: each dtype the profile measured)")
+    p.add_argument("--threads", type=int, default=None, help="CPU threads (default: the profile's)")
+    p.add_argument("--quick", action="store_true", help="a smaller grid")
+    p.add_argument("--model", default="tiny-llama-123m", help="hold-out target model (default tiny-llama-123m)")
+    p.add_argument("--draft", default="tiny-draft-2l", help="hold-out drafter (default tiny-draft-2l)")
+    p.add_argument("--out-dir", default="calibrate", help="where the JSON and PNG go (default calibrate/)")
+    p.add_argument("--no-plot", action="store_true", help="skip the PNG")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--no-progress", action="store_true", help="no progress bar")
+    p.set_defaults(handler=_cmd_validate)
     return parser
+
+
+def _import_torch_or_fail():
+    try:
+        import torch  # noqa: F401
+    except ImportError:
+        raise InputError("calibrate/validate need torch: pip install 'rooflinesim[calibrate]' "
+                         "(install the CPU build of torch first to avoid the multi-GB CUDA wheel)") from None
+
+
+def _cmd_calibrate(args) -> int:
+    import shlex
+    from pathlib import Path
+
+    _import_torch_or_fail()
+    from .calibrate.bench import run_calibration
+    from .calibrate.profile import write_profile
+    from .calibrate.timers import select_device
+    from .units import normalize_dtype
+
+    dtypes = tuple(dict.fromkeys(normalize_dtype(d) for d in args.dtype.split(",") if d.strip()))
+    if not dtypes:
+        raise InputError("--dtype needs at least one dtype, e.g. --dtype fp32,bf16")
+    device = select_device(args.device, args.threads)
+    out = Path(args.out) if args.out else Path("calibrate") / f"{device.slug}.yaml"
+    command = "rooflinesim " + " ".join(shlex.quote(a) for a in sys.argv[1:]) if sys.argv[1:2] == ["calibrate"] else (
+        "rooflinesim calibrate")
+    spec = run_calibration(device, dtypes, args.quick, command, seed=args.seed, progress=not args.no_progress)
+    write_profile(spec, out)
+    prov = spec.measured.provenance
+    print(f"wrote {out} ({prov.device_name}, {', '.join(prov.dtypes)}, {prov.duration_s:.1f} s, "
+          f"drift {prov.drift:.1%}{' FLAGGED: re-run on a quieter machine' if prov.drift_flagged else ''})")
+    for dtype, prof in spec.measured.dtypes.items():
+        print(f"  {dtype}: GEMV {prof.gemv_bandwidth_bytes_per_s / 1e9:.1f} GB/s, copy "
+              f"{prof.copy_bandwidth_bytes_per_s / 1e9:.1f} GB/s, GEMM peak {prof.peak_flops_per_s / 1e9:.0f} GFLOP/s, "
+              f"per-layer overhead {prof.layer_overhead_s * 1e6:.0f} us")
+    if prov.drift_flagged:
+        print(f"warning: the reference measurement drifted by {prov.drift:.0%} during the run", file=sys.stderr)
+    return 0
+
+
+def _cmd_validate(args) -> int:
+    from pathlib import Path
+
+    _import_torch_or_fail()
+    from .calibrate.profile import load_profile
+    from .calibrate.timers import select_device
+    from .calibrate.validate import combine_reports, print_report, run_validation, write_report
+    from .units import normalize_dtype
+
+    profile_path = args.profile
+    if profile_path is None:
+        device = select_device(args.device, args.threads)
+        profile_path = str(Path("calibrate") / f"{device.slug}.yaml")
+    profile = load_profile(profile_path)
+    threads = args.threads or profile.measured.provenance.threads
+    device = select_device(args.device, threads if profile.measured.provenance.device_kind == "cpu" else None)
+    dtypes = [normalize_dtype(args.dtype)] if args.dtype else list(profile.measured.dtypes)
+    reports = []
+    for dtype in dtypes:
+        report = run_validation(profile_path, device, dtype, quick=args.quick, target=args.model, draft=args.draft,
+                                seed=args.seed, progress=not args.no_progress)
+        print_report(report)
+        reports.append(report)
+    paths = write_report(combine_reports(reports), args.out_dir, f"{profile.measured.profile_name}-validation",
+                         plot=not args.no_plot)
+    print("wrote " + ", ".join(str(p) for p in paths))
+    return 0
 
 
 def _cmd_predict(args) -> int:

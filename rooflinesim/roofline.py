@@ -37,6 +37,9 @@ class TimingModel(Protocol):
 
     def get_step_overhead_s(self, num_layers: int) -> float: ...
 
+    # Optional: `for_step(ops) -> TimingModel` binds the model to one step's ops (a measured profile reads the step's
+    # weight working set from them); `get_step_cost` calls it when present.
+
 
 def get_op_peak_flops_per_s(hw: HardwareSpec, op: OpCost, compute_dtype: str) -> float:
     """Matmul-like ops run at the compute dtype's peak; elementwise work at the fp32 (vector) peak."""
@@ -74,6 +77,9 @@ class DatasheetTiming:
 
     def get_step_overhead_s(self, num_layers: int) -> float:
         return 0.0
+
+    def for_step(self, ops: list[OpCost]) -> "DatasheetTiming":
+        return self
 
 
 def get_collective_time(op: OpCost, hw: HardwareSpec, bandwidth_fraction: float = 1.0) -> OpTime:

@@ -362,6 +362,26 @@ class AffineFit(_Strict):
     points: int = Field(ge=0)
 
 
+class CacheReuse(_Strict):
+    """A GEMV whose weights rotate over a working set of `working_set_bytes` runs `speedup` times faster than over
+    the cold pool (>= 1: the set stays in the caches between calls); interpolated in log bytes, clamped. Fully cached
+    weights stream at `warm_bandwidth_bytes_per_s` whatever their shape."""
+
+    working_set_bytes: tuple[float, ...]
+    speedup: tuple[float, ...]
+    warm_bandwidth_bytes_per_s: float = Field(gt=0, description="weight streaming at the smallest working set")
+
+    @model_validator(mode="after")
+    def _check(self) -> "CacheReuse":
+        if len(self.working_set_bytes) != len(self.speedup) or not self.speedup:
+            raise ValueError("working_set_bytes and speedup must have the same, non-zero length")
+        if any(b <= 0 for b in self.working_set_bytes) or list(self.working_set_bytes) != sorted(set(self.working_set_bytes)):
+            raise ValueError("working_set_bytes must be positive and strictly increasing")
+        if any(not 1.0 <= x <= 20.0 for x in self.speedup):
+            raise ValueError("cache speedups must lie in [1, 20]")
+        return self
+
+
 class DtypeProfile(_Strict):
     """Everything measured for one compute dtype."""
 
@@ -374,9 +394,15 @@ class DtypeProfile(_Strict):
         description="masked SDPA, keyed '<decode|multi>_d<head_dim>': one query token (decode) or several (verify)"
     )
     elementwise: dict[str, AffineFit] = Field(description="per op family: norm, rope, mlp_act, residual, kv_cache_write, embedding")
-    layer_overhead_s: float = Field(description="dispatch left per decoder layer after the per-op times")
-    step_overhead_s: float = Field(description="dispatch left per forward step (mask, embedding glue)")
-    block_correction: Optional[dict] = None
+    layer_overhead_s: float = Field(ge=0, description="dispatch left per decoder layer after the per-op times")
+    step_overhead_s: float = Field(ge=0, description="dispatch left per forward step (mask, embedding glue)")
+    cache_reuse: Optional[CacheReuse] = Field(
+        None, description="weight streaming vs the working set the weights rotate over (the tables are cold)")
+    in_model_scale: float = Field(
+        1.0, ge=0.2, le=5.0,
+        description="whole synthetic decoders' measured time / the sum of their per-op times measured alone: ops run "
+                    "slower inside a forward pass than in a loop of their own",
+    )
     residuals: dict[str, float] = Field(default_factory=dict)
 
 
@@ -410,5 +436,6 @@ __all__ = [
     "DtypeProfile",
     "LinearTable",
     "AffineFit",
+    "CacheReuse",
     "Provenance",
 ]

@@ -174,6 +174,17 @@ class SpeculativeGrid:
     speedup: np.ndarray
 
 
+def _loop_timings(hw, timing: TimingModel, workload: Workload, drafter: Drafter, decode):
+    """In a speculative loop the draft's and the target's weights both pass through the caches between steps: a
+    timing model that knows about caches (a measured profile) prices each with the other's weights co-resident."""
+    co_resident = getattr(timing, "with_co_resident", None)
+    if co_resident is None or drafter.kind != "model":
+        return timing, timing
+    draft_workload = workload.model_copy(update={"tensor_parallel": drafter.tensor_parallel or 1})
+    draft_bytes = get_workload_step(hw, drafter.model, draft_workload, 1, timing, 1, 1).weight_bytes
+    return co_resident(float(np.max(decode.weight_bytes))), co_resident(float(np.max(draft_bytes)))
+
+
 def price_speculation(hw: HardwareSpec, target: ModelSpec, workload: Workload, drafter: Drafter,
                       timing: TimingModel, batch, context_tokens, k, alpha=None, alpha_per_position=None,
                       extra_draft_pass: bool = False) -> SpeculativeGrid:
@@ -181,8 +192,9 @@ def price_speculation(hw: HardwareSpec, target: ModelSpec, workload: Workload, d
     batch, context_tokens, k = np.asarray(batch), np.asarray(context_tokens), np.asarray(k)
     decode = get_workload_step(hw, target, workload, 1, timing, context_tokens, batch)
     target_decode = decode.step_time_s
-    draft = get_draft_step_time_s(hw, target, workload, drafter, timing, batch, context_tokens, decode)
-    verify = get_workload_step(hw, target, workload, k + 1, timing, context_tokens, batch).step_time_s
+    draft_timing, verify_timing = _loop_timings(hw, timing, workload, drafter, decode)
+    draft = get_draft_step_time_s(hw, target, workload, drafter, draft_timing, batch, context_tokens, decode)
+    verify = get_workload_step(hw, target, workload, k + 1, verify_timing, context_tokens, batch).step_time_s
     expected = get_expected_tokens(k, alpha, alpha_per_position)
     all_accepted = get_all_accepted_probability(k, alpha, alpha_per_position) if extra_draft_pass else None
     step = get_speculative_step_time_s(k, draft, verify, all_accepted, extra_draft_pass)

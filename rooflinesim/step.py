@@ -110,6 +110,8 @@ def get_step_cost(
         logits_for_all_tokens, tensor_parallel, quant_group_size,
     )
     timing = timing or DatasheetTiming.expected(hw)
+    bind = getattr(timing, "for_step", None)  # optional: a measured model binds the step's cache working set
+    timing = bind(ops) if bind is not None else timing
     sol = DatasheetTiming.speed_of_light(hw)
     link_fraction = hw.efficiency.interconnect_fraction
     tokens = np.asarray(batch, dtype=float) * np.asarray(new_tokens, dtype=float)

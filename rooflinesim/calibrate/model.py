@@ -1,0 +1,174 @@
+"""A Llama-style decoder in plain torch, for `rooflinesim validate` (and the building blocks `calibrate` times).
+
+RMSNorm, RoPE, grouped-query attention over a KV cache through `scaled_dot_product_attention(..., enable_gqa=True)`,
+SwiGLU MLP; random weights. Shapes come from a `ModelSpec`. Every sequence of a batch has its own length, so a
+speculative loop can accept a different number of tokens per sequence and "roll back" by moving that length (the
+rejected positions are overwritten later). As in gpt-fast, attention always takes a boolean mask, so decode, draft
+and verify steps run the same kernel.
+"""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from ..specs import ModelSpec
+
+ROPE_THETA = 10000.0
+NORM_EPS = 1e-5
+
+
+# --- building blocks (also timed on their own by `rooflinesim calibrate`) -------------------------------------------
+
+
+def rms_norm(x: torch.Tensor, weight: torch.Tensor, eps: float = NORM_EPS) -> torch.Tensor:
+    xf = x.float()
+    out = xf * torch.rsqrt(xf.pow(2).mean(-1, keepdim=True) + eps)
+    return out.type_as(x) * weight
+
+
+def rope_tables(max_tokens: int, head_dim: int, dtype: torch.dtype, device=None) -> tuple[torch.Tensor, torch.Tensor]:
+    inv_freq = 1.0 / (ROPE_THETA ** (torch.arange(0, head_dim, 2, dtype=torch.float32, device=device) / head_dim))
+    angles = torch.outer(torch.arange(max_tokens, dtype=torch.float32, device=device), inv_freq)
+    return angles.cos().to(dtype), angles.sin().to(dtype)
+
+
+def apply_rope(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
+    """x: [B, q, heads, d]; cos, sin: [B, q, d/2] (rows already gathered at each token's position)."""
+    x1, x2 = x[..., 0::2], x[..., 1::2]
+    c, s = cos.unsqueeze(2), sin.unsqueeze(2)
+    return torch.stack((x1 * c - x2 * s, x1 * s + x2 * c), dim=-1).flatten(-2)
+
+
+def swiglu(gate: torch.Tensor, up: torch.Tensor) -> torch.Tensor:
+    return F.silu(gate) * up
+
+
+def attend(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor, length: int, mask: torch.Tensor) -> torch.Tensor:
+    """q: [B, heads, q, d]; caches [B, kv_heads, max_tokens, d]; mask [B, 1, q, length] (True = attend)."""
+    k, v = k_cache[:, :, :length], v_cache[:, :, :length]
+    return F.scaled_dot_product_attention(q, k, v, attn_mask=mask, enable_gqa=True)
+
+
+def causal_mask(positions: torch.Tensor, length: int) -> torch.Tensor:
+    """positions [B, q] of the new tokens -> [B, 1, q, length]: key j is visible to a token at p when j <= p."""
+    keys = torch.arange(length, device=positions.device)
+    return (keys[None, None, :] <= positions[:, :, None]).unsqueeze(1)
+
+
+class KVCache(nn.Module):
+    def __init__(self, batch: int, max_tokens: int, kv_heads: int, head_dim: int, dtype: torch.dtype, device=None):
+        super().__init__()
+        shape = (batch, kv_heads, max_tokens, head_dim)
+        self.register_buffer("k", torch.zeros(shape, dtype=dtype, device=device), persistent=False)
+        self.register_buffer("v", torch.zeros(shape, dtype=dtype, device=device), persistent=False)
+
+    def update(self, positions: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> None:
+        """Write k, v [B, q, kv_heads, d] at each sequence's positions [B, q]."""
+        rows = torch.arange(k.shape[0], device=k.device)[:, None]
+        self.k[rows, :, positions] = k
+        self.v[rows, :, positions] = v
+
+
+# --- the decoder -----------------------------------------------------------------------------------------------------
+
+
+class Attention(nn.Module):
+    def __init__(self, spec: ModelSpec):
+        super().__init__()
+        self.heads, self.kv_heads, self.head_dim = spec.num_attention_heads, spec.num_kv_heads, spec.head_dim_resolved
+        h = spec.hidden_size
+        self.q_proj = nn.Linear(h, spec.q_dim, bias=spec.attention_bias)
+        self.k_proj = nn.Linear(h, spec.kv_dim, bias=spec.attention_bias)
+        self.v_proj = nn.Linear(h, spec.kv_dim, bias=spec.attention_bias)
+        self.o_proj = nn.Linear(spec.q_dim, h, bias=False)
+        self.cache: KVCache | None = None
+
+    def forward(self, x, cos, sin, positions, length, mask):
+        b, q, _ = x.shape
+        xq = self.q_proj(x).view(b, q, self.heads, self.head_dim)
+        xk = self.k_proj(x).view(b, q, self.kv_heads, self.head_dim)
+        xv = self.v_proj(x).view(b, q, self.kv_heads, self.head_dim)
+        xq, xk = apply_rope(xq, cos, sin), apply_rope(xk, cos, sin)
+        self.cache.update(positions, xk, xv)
+        out = attend(xq.transpose(1, 2), self.cache.k, self.cache.v, length, mask)
+        return self.o_proj(out.transpose(1, 2).reshape(b, q, self.heads * self.head_dim))
+
+
+class MLP(nn.Module):
+    def __init__(self, spec: ModelSpec):
+        super().__init__()
+        self.gate_proj = nn.Linear(spec.hidden_size, spec.intermediate_size, bias=False)
+        self.up_proj = nn.Linear(spec.hidden_size, spec.intermediate_size, bias=False)
+        self.down_proj = nn.Linear(spec.intermediate_size, spec.hidden_size, bias=False)
+
+    def forward(self, x):
+        return self.down_proj(swiglu(self.gate_proj(x), self.up_proj(x)))
+
+
+class Block(nn.Module):
+    def __init__(self, spec: ModelSpec):
+        super().__init__()
+        self.attn_norm = nn.Parameter(torch.ones(spec.hidden_size))
+        self.mlp_norm = nn.Parameter(torch.ones(spec.hidden_size))
+        self.attn = Attention(spec)
+        self.mlp = MLP(spec)
+
+    def forward(self, x, cos, sin, positions, length, mask):
+        h = x + self.attn(rms_norm(x, self.attn_norm), cos, sin, positions, length, mask)
+        return h + self.mlp(rms_norm(h, self.mlp_norm))
+
+
+class Decoder(nn.Module):
+    """Llama-style decoder: embedding, N blocks, final RMSNorm, lm_head (tied when the spec says so)."""
+
+    def __init__(self, spec: ModelSpec):
+        super().__init__()
+        self.spec = spec
+        self.embed = nn.Embedding(spec.vocab_size, spec.hidden_size)
+        self.layers = nn.ModuleList(Block(spec) for _ in range(spec.num_layers))
+        self.norm = nn.Parameter(torch.ones(spec.hidden_size))
+        self.lm_head = nn.Linear(spec.hidden_size, spec.vocab_size, bias=False)
+        if spec.tie_word_embeddings:
+            self.lm_head.weight = self.embed.weight
+        self.cos = self.sin = None
+
+    def new_caches(self, batch: int, max_tokens: int) -> list[KVCache]:
+        p = self.embed.weight
+        return [KVCache(batch, max_tokens, self.spec.num_kv_heads, self.spec.head_dim_resolved, p.dtype, p.device)
+                for _ in self.layers]
+
+    def set_caches(self, caches: list[KVCache]) -> None:
+        """Switch to another set of per-layer caches (e.g. another batch size) without reallocating."""
+        for layer, cache in zip(self.layers, caches):
+            layer.attn.cache = cache
+        max_tokens = caches[0].k.shape[2]
+        if self.cos is None or self.cos.shape[0] < max_tokens:
+            p = self.embed.weight
+            self.cos, self.sin = rope_tables(max_tokens, self.spec.head_dim_resolved, p.dtype, p.device)
+
+    def setup_caches(self, batch: int, max_tokens: int) -> None:
+        self.set_caches(self.new_caches(batch, max_tokens))
+
+    def forward(self, tokens: torch.Tensor, start: torch.Tensor, length: int) -> torch.Tensor:
+        """tokens [B, q] at positions start[b] .. start[b] + q - 1; `length` = max(start) + q (host int)."""
+        q = tokens.shape[1]
+        positions = start[:, None] + torch.arange(q, device=tokens.device)[None, :]
+        mask = causal_mask(positions, length)
+        cos, sin = self.cos[positions], self.sin[positions]
+        x = self.embed(tokens)
+        for layer in self.layers:
+            x = layer(x, cos, sin, positions, length, mask)
+        return self.lm_head(rms_norm(x, self.norm))
+
+
+@torch.no_grad()
+def build_decoder(spec: ModelSpec, dtype: torch.dtype, device=None, seed: int = 0) -> Decoder:
+    """Random weights (scaled like an initialised model), in `dtype`, in inference mode."""
+    torch.manual_seed(seed)
+    model = Decoder(spec)
+    for p in model.parameters():
+        if p.dim() > 1:
+            p.normal_(0.0, 0.02)
+    return model.to(device=device, dtype=dtype).eval().requires_grad_(False)

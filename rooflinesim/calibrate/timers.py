@@ -1,0 +1,175 @@
+"""Device selection and timers for the calibration microbenchmarks (torch; imported only by calibrate/validate).
+
+Timing practice:
+* CPU: a fixed thread count (`torch.set_num_threads`), recorded in the profile; wall clock (`perf_counter_ns`) around
+  each individual call; medians of the individual calls, with the spread (p90 / p10 - 1) kept.
+* CUDA: CUDA events around each call, `torch.cuda.synchronize()` before reading them, and the L2 cache flushed
+  between calls (a write over a buffer twice the L2 size) unless the benchmark rotates its own cold buffers.
+* Warm-up by time before measuring; calls are repeated until both a minimum count and a minimum time are reached.
+"""
+
+from __future__ import annotations
+
+import os
+import platform
+import statistics
+import time
+from dataclasses import dataclass
+from typing import Callable
+
+import torch
+
+from ..specs import InputError
+
+TORCH_DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}
+
+
+@dataclass(frozen=True)
+class Device:
+    """Where the benchmarks run and how they are timed."""
+
+    kind: str  # "cpu" | "cuda"
+    name: str  # human device name, e.g. "AMD EPYC (2 threads)" or "NVIDIA H200"
+    slug: str  # file-name friendly, e.g. "cpu-amd-epyc-2c"
+    threads: int
+    torch_device: torch.device
+    l2_bytes: int = 0
+
+    @property
+    def is_cuda(self) -> bool:
+        return self.kind == "cuda"
+
+    def synchronize(self) -> None:
+        if self.is_cuda:
+            torch.cuda.synchronize(self.torch_device)
+
+
+def get_host_cpu_model() -> str:
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.lower().startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine() or "unknown CPU"
+
+
+def _slugify(text: str) -> str:
+    out = []
+    for ch in text.lower():
+        out.append(ch if ch.isalnum() else "-")
+    slug = "-".join(part for part in "".join(out).split("-") if part)
+    for noise in ("-processor", "-cpu", "-r-", "-tm-"):
+        slug = slug.replace(noise, "-")
+    return slug.strip("-")
+
+
+def select_device(requested: str = "auto", threads: int | None = None) -> Device:
+    """Resolve --device auto|cpu|cuda; asking for CUDA where none is present is a one-line InputError."""
+    requested = (requested or "auto").lower()
+    if requested not in ("auto", "cpu", "cuda"):
+        raise InputError(f"--device must be auto, cpu or cuda, got {requested!r}")
+    if requested == "cuda" and not torch.cuda.is_available():
+        raise InputError(
+            f"--device cuda was asked for but torch {torch.__version__} sees no CUDA device "
+            "(CPU-only build or no GPU); use --device cpu"
+        )
+    use_cuda = requested == "cuda" or (requested == "auto" and torch.cuda.is_available())
+    if threads is not None and threads <= 0:
+        raise InputError(f"--threads must be a positive integer, got {threads}")
+    if use_cuda:
+        index = torch.cuda.current_device()
+        props = torch.cuda.get_device_properties(index)
+        name = props.name
+        l2 = int(getattr(props, "L2_cache_size", 50 * 2**20) or 50 * 2**20)
+        return Device("cuda", name, _slugify(name), torch.get_num_threads(), torch.device("cuda", index), l2)
+    n = threads or torch.get_num_threads() or os.cpu_count() or 1
+    torch.set_num_threads(n)
+    cpu = get_host_cpu_model()
+    return Device("cpu", f"{cpu} ({n} threads)", f"cpu-{_slugify(cpu)}-{n}c", n, torch.device("cpu"))
+
+
+@dataclass(frozen=True)
+class Timing:
+    """Individual call times (s) of one configuration; median and relative spread."""
+
+    samples: tuple[float, ...]
+
+    @property
+    def median_s(self) -> float:
+        return statistics.median(self.samples)
+
+    @property
+    def estimate_s(self) -> float:
+        """The time used for fitting and comparison: the median of the faster half of the calls (about p25).
+
+        On a shared or virtualised CPU, other tenants and descheduled OpenMP threads add stalls of 4-120 ms to some
+        calls; the faster half's median is what the device does when it is not interrupted, and is reproducible
+        where the plain median is not. Calibration and validation use the same statistic.
+        """
+        xs = sorted(self.samples)
+        return statistics.median(xs[: max(1, (len(xs) + 1) // 2)])
+
+    @property
+    def spread(self) -> float:
+        """(p90 - p10) / median over the individual calls."""
+        xs = sorted(self.samples)
+        if len(xs) < 3:
+            return 0.0
+        lo = xs[int(0.1 * (len(xs) - 1))]
+        hi = xs[int(round(0.9 * (len(xs) - 1)))]
+        return (hi - lo) / max(self.median_s, 1e-12)
+
+
+class Timer:
+    """Times a zero-argument callable on a Device: per-call samples, warm-up by time, L2 flush on CUDA."""
+
+    def __init__(self, device: Device, flush_l2: bool = True):
+        self.device = device
+        self.flush_l2 = flush_l2 and device.is_cuda
+        self._flush_buffer = None
+        if self.flush_l2:
+            self._flush_buffer = torch.empty(max(2 * device.l2_bytes, 2**24) // 4, dtype=torch.float32,
+                                             device=device.torch_device)
+
+    def _flush(self) -> None:
+        if self._flush_buffer is not None:
+            self._flush_buffer.zero_()
+
+    def time(self, fn: Callable[[], object], min_calls: int = 5, min_time_s: float = 0.05, max_calls: int = 200,
+             warmup_s: float = 0.01, warmup_calls: int = 1) -> Timing:
+        dev = self.device
+        start = time.perf_counter()
+        calls = 0
+        while calls < warmup_calls or time.perf_counter() - start < warmup_s:
+            fn()
+            calls += 1
+            if calls > 1000:
+                break
+        dev.synchronize()
+        samples: list[float] = []
+        begin = time.perf_counter()
+        if dev.is_cuda:
+            while len(samples) < max_calls and (len(samples) < min_calls or time.perf_counter() - begin < min_time_s):
+                self._flush()
+                s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+                s.record()
+                fn()
+                e.record()
+                torch.cuda.synchronize(dev.torch_device)
+                samples.append(s.elapsed_time(e) / 1e3)
+        else:
+            clock = time.perf_counter_ns
+            while len(samples) < max_calls and (len(samples) < min_calls or time.perf_counter() - begin < min_time_s):
+                t0 = clock()
+                fn()
+                samples.append((clock() - t0) / 1e9)
+        return Timing(tuple(samples))
+
+
+def get_torch_dtype(dtype: str) -> torch.dtype:
+    try:
+        return TORCH_DTYPES[dtype]
+    except KeyError:
+        raise InputError(f"dtype {dtype!r} cannot be calibrated; use one of {', '.join(TORCH_DTYPES)}") from None

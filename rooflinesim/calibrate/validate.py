@@ -1,0 +1,457 @@
+"""`rooflinesim validate`: a real decoder's measured step times and speculative loop vs rooflinesim's predictions.
+
+The models are hold-out shapes (default target tiny-llama-123m, drafter tiny-draft-2l): none of their weight shapes
+was calibrated (`bench.check_hold_out`). Measured:
+
+* decode steps (q = 1) over batch x context; verify steps over k = 1..8 (q = k + 1); the drafter's decode steps;
+* a speculative loop: k draft steps, one verify over k + 1 tokens, accept/reject per position with a synthetic
+  acceptance rate a (seeded RNG, as serving engines' synthetic samplers do), per-sequence KV-cache rollback by
+  moving each sequence's length; and a plain decode loop at the same batch and context.
+
+Predictions come from rooflinesim's own path: `step.get_step_cost` and `speculative.price_speculation` with the
+profile's `MeasuredTiming` (calibrated), and `DatasheetTiming.speed_of_light` of the shipped datasheet spec the
+profile corresponds to (`cpu-generic` on a CPU: its effective peaks and bandwidth, no overheads) as the
+uncalibrated roofline.
+
+The measured speedup is E(a, k) x T_decode / T_speculative_iteration with E = (1 - a^(k+1)) / (1 - a): the timing of
+the real loop, at the expected acceptance (the synthetic acceptance itself is not what is being validated). The
+realised acceptance of the loop is reported next to it.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import json
+import random
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from ..registry import load_hardware, load_model
+from ..roofline import DatasheetTiming
+from ..specs import InputError, Workload
+from ..speculative import Drafter, get_expected_tokens, price_speculation
+from ..step import get_step_cost
+from . import model as M
+from .profile import MeasuredTiming, load_profile, write_text_atomic
+from .timers import Device, Timer, Timing, get_torch_dtype
+
+SPEC_BATCHES = (1, 2, 4, 8, 16, 32)
+SPEC_CONTEXT = 1024
+SPEC_K = 4
+SPEC_ALPHA = 0.8
+
+
+@dataclass
+class Grid:
+    decode_batches: tuple
+    decode_contexts: tuple
+    verify_k: tuple
+    verify_batches: tuple
+    draft_batches: tuple
+    draft_contexts: tuple
+    spec_batches: tuple
+    spec_iterations: int
+    passes: int
+    min_calls: int
+    min_time_s: float
+
+    @classmethod
+    def make(cls, quick: bool, tiny: bool = False) -> "Grid":
+        if tiny:  # the CI smoke test
+            return cls((1, 4), (256,), (4,), (1,), (1, 4), (256,), (1, 4), 2, 1, 2, 0.0)
+        if quick:
+            return cls((1, 4, 16), (1024,), (1, 4, 8), (1,), (1, 4, 16), (1024,), (1, 4, 16), 4, 1, 3, 0.03)
+        return cls(SPEC_BATCHES, (256, 1024, 2048), tuple(range(1, 9)), (1, 8), SPEC_BATCHES, (256, 1024, 2048),
+                   SPEC_BATCHES, 10, 2, 5, 0.15)
+
+
+def _ape(pred, meas) -> float:
+    return abs(pred - meas) / meas
+
+
+def _summary(errors) -> dict:
+    e = np.asarray(errors, dtype=float)
+    return {"median_ape": float(np.median(e)), "p90_ape": float(np.quantile(e, 0.9)), "n": int(e.size)}
+
+
+def _break_even(batches, speedups) -> int | None:
+    """The batch from which speculation stops paying for good: the smallest grid batch at which the speedup is below
+    1 there and at every larger batch of the grid (a serving engine's 'disable speculation above this batch'
+    threshold); None if it still pays at the largest batch. A dip below 1 followed by recovery (the small-M GEMM
+    saw-tooth of a CPU can do this) is not a break-even; the same definition as `SweepResult.break_even_batch`."""
+    result = None
+    for b, s in sorted(zip(batches, speedups), reverse=True):
+        if s >= 1.0:
+            break
+        result = int(b)
+    return result
+
+
+def _grid_steps_between(batches, a, b) -> int:
+    """Grid steps between two break-even batches; None (pays over the whole grid) sits one step past the end."""
+    def index(x):
+        return len(batches) if x is None else list(batches).index(x)
+    return abs(index(a) - index(b))
+
+
+class Runner:
+    def __init__(self, device: Device, dtype: str, target_spec, draft_spec, max_batch: int, max_tokens: int):
+        self.device = device
+        self.tdtype = get_torch_dtype(dtype)
+        dev = device.torch_device
+        self.target = M.build_decoder(target_spec, self.tdtype, dev, seed=1)
+        self.draft = M.build_decoder(draft_spec, self.tdtype, dev, seed=2)
+        self.max_tokens = max_tokens
+        self._caches: dict = {}
+
+    def use(self, which: str, batch: int) -> M.Decoder:
+        model = self.target if which == "target" else self.draft
+        key = (which, batch)
+        if key not in self._caches:
+            self._caches[key] = model.new_caches(batch, self.max_tokens)
+        model.set_caches(self._caches[key])
+        return model
+
+    def step_fn(self, which: str, batch: int, context: int, q: int):
+        dev = self.device.torch_device
+        tokens = torch.randint(0, 32000, (batch, q), device=dev)
+        start = torch.full((batch,), context, device=dev)
+
+        def fn():
+            model = self.use(which, batch)
+            return model(tokens, start, context + q)
+        return fn
+
+    def speculative_loop(self, batch: int, context: int, k: int, alpha: float, iterations: int, seed: int) -> dict:
+        """Plain decode loop and speculative loop at one batch; per-iteration times (s)."""
+        dev = self.device.torch_device
+        vocab = self.target.spec.vocab_size
+        rng = np.random.default_rng(seed)
+        sync = self.device.synchronize
+
+        # plain decoding: one target step per token, positions advancing
+        target = self.use("target", batch)
+        lengths = np.full(batch, context)
+        decode_times = []
+        token = torch.randint(0, vocab, (batch, 1), device=dev)
+        for i in range(iterations + 2):
+            sync()
+            t0 = time.perf_counter()
+            target(token, torch.as_tensor(lengths, device=dev), int(lengths.max()) + 1)
+            sync()
+            if i >= 2:
+                decode_times.append(time.perf_counter() - t0)
+            lengths += 1
+
+        # speculative decoding: k draft steps + one verify of k + 1 tokens; synthetic acceptance; rollback by length
+        t_len = np.full(batch, context)  # tokens in the target's cache (the pending token not yet included)
+        d_len = np.full(batch, context)
+        pending = torch.randint(0, vocab, (batch, 1), device=dev)
+        iteration_times, committed = [], []
+        for i in range(iterations + 2):
+            sync()
+            t0 = time.perf_counter()
+            draft = self.use("draft", batch)
+            x = pending
+            drafted = []
+            for j in range(k):
+                draft(x, torch.as_tensor(d_len + j, device=dev), int(d_len.max()) + j + 1)
+                # synthetic sampler: the drafted token id is drawn, not argmaxed (its value does not matter)
+                x = torch.as_tensor(rng.integers(0, vocab, (batch, 1)), device=dev)
+                drafted.append(x)
+            target = self.use("target", batch)
+            verify_tokens = torch.cat([pending] + drafted, dim=1)
+            target(verify_tokens, torch.as_tensor(t_len, device=dev), int(t_len.max()) + k + 1)
+            accept = rng.random((batch, k)) < alpha
+            n_accepted = np.cumprod(accept, axis=1).sum(axis=1)  # first rejection stops
+            # commit pending + accepted drafts; the target's correction/bonus token becomes the next pending one
+            t_len = t_len + n_accepted + 1
+            d_len = d_len + np.minimum(n_accepted + 1, k)  # the drafter's cache rolls back past rejected drafts
+            d_len = np.where(n_accepted == k, t_len, d_len)  # all accepted: the last draft's slot is skipped
+            pending = torch.as_tensor(rng.integers(0, vocab, (batch, 1)), device=dev)
+            sync()
+            if i >= 2:
+                iteration_times.append(time.perf_counter() - t0)
+                committed.append(float(np.mean(n_accepted + 1)))
+        return {"decode": Timing(tuple(decode_times)), "iteration": Timing(tuple(iteration_times)),
+                "tokens_per_iteration": float(np.mean(committed))}
+
+
+def run_validation(profile_path: str, device: Device, dtype: str | None = None, quick: bool = False,
+                   target: str = "tiny-llama-123m", draft: str = "tiny-draft-2l", seed: int = 0,
+                   progress: bool = True, tiny: bool = False, roofline_hw: str | None = None) -> dict:
+    """Measure the hold-out decoder on `device` and compare with the predictions; returns the report dict."""
+    from .bench import check_hold_out
+
+    check_hold_out()
+    hw = load_profile(profile_path)
+    measured = hw.measured
+    dtype = dtype or measured.provenance.dtypes[0]
+    if dtype not in measured.dtypes:
+        raise InputError(f"{profile_path} measured {', '.join(measured.dtypes)}, not {dtype}; "
+                         f"run 'rooflinesim calibrate --dtype {dtype}' first")
+    if measured.provenance.device_kind != device.kind:
+        raise InputError(f"{profile_path} was measured on {measured.provenance.device_name}, not on a {device.kind} "
+                         "device: validate it where it was measured")
+    timing = MeasuredTiming.from_spec(hw)
+    base_name = roofline_hw or measured.base_hardware
+    try:
+        base = load_hardware(base_name)
+    except Exception:
+        base = hw  # no shipped spec for this device: the profile's own fitted peaks
+        base_name = f"{hw.measured.profile_name} (fitted peaks)"
+    roofline = DatasheetTiming.speed_of_light(base)
+    target_spec, draft_spec = load_model(target), load_model(draft)
+    grid = Grid.make(quick, tiny)
+    started = time.perf_counter()
+    max_ctx = max(grid.decode_contexts + grid.draft_contexts + (SPEC_CONTEXT,))
+    max_batch = max(grid.decode_batches + grid.verify_batches + grid.draft_batches + grid.spec_batches)
+    runner = Runner(device, dtype, target_spec, draft_spec, max_batch,
+                    max_ctx + (grid.spec_iterations + 3) * (SPEC_K + 1) + 16)
+    timer = Timer(device)
+
+    configs = []
+    for b in grid.decode_batches:
+        for s in grid.decode_contexts:
+            configs.append(("decode", b, s, 1))
+    for b in grid.verify_batches:
+        for k in grid.verify_k:
+            configs.append(("verify", b, SPEC_CONTEXT if not tiny else 256, k + 1))
+    for b in grid.draft_batches:
+        for s in grid.draft_contexts:
+            configs.append(("draft", b, s, 1))
+    samples: dict = {}
+    rng = random.Random(seed)
+    spec_runs: dict = {}
+
+    from rich.console import Console
+    from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
+
+    total = len(configs) * grid.passes + len(grid.spec_batches)
+    with torch.inference_mode(), Progress(
+            TextColumn("[bold]validate[/] {task.description}"), BarColumn(), TextColumn("{task.completed}/{task.total}"),
+            TimeElapsedColumn(), disable=not progress, console=Console(stderr=True)) as bar:
+        task = bar.add_task(f"{target_spec.name} + {draft_spec.name} {dtype}", total=total)
+        spec_order = list(grid.spec_batches)
+        for p in range(grid.passes):
+            order = list(configs)
+            rng.shuffle(order)
+            # the speculative loops are spread over the first pass, between step measurements
+            slots = {int(i * len(order) / max(len(spec_order), 1)): b for i, b in enumerate(spec_order)} if p == 0 else {}
+            for i, (kind, b, s, q) in enumerate(order):
+                if i in slots:
+                    b_spec = slots[i]
+                    spec_runs[b_spec] = runner.speculative_loop(b_spec, SPEC_CONTEXT if not tiny else 256, SPEC_K,
+                                                                SPEC_ALPHA, grid.spec_iterations, seed + b_spec)
+                    bar.advance(task)
+                which = "draft" if kind == "draft" else "target"
+                fn = runner.step_fn(which, b, s, q)
+                t = timer.time(fn, min_calls=grid.min_calls, min_time_s=grid.min_time_s, max_calls=50,
+                               warmup_s=0.0, warmup_calls=1)
+                samples.setdefault((kind, b, s, q), []).extend(t.samples)
+                bar.advance(task)
+        for b in spec_order:
+            if b not in spec_runs:
+                spec_runs[b] = runner.speculative_loop(b, SPEC_CONTEXT if not tiny else 256, SPEC_K, SPEC_ALPHA,
+                                                       grid.spec_iterations, seed + b)
+                bar.advance(task)
+
+    rows = []
+    for kind, b, s, q in configs:
+        t = Timing(tuple(samples[(kind, b, s, q)]))
+        spec = draft_spec if kind == "draft" else target_spec
+        calibrated = get_step_cost(hw, spec, b, s, q, dtype, dtype, dtype, timing=timing)
+        uncalibrated = get_step_cost(base, spec, b, s, q, dtype, dtype, dtype, timing=roofline)
+        rows.append({
+            "kind": kind, "batch": b, "context_tokens": s, "new_tokens": q,
+            "measured_s": t.estimate_s, "measured_spread": t.spread, "measured_median_s": t.median_s,
+            "predicted_s": float(calibrated.step_time_s), "roofline_s": float(uncalibrated.roofline_step_time_s),
+        })
+
+    spec_rows = []
+    ctx = SPEC_CONTEXT if not tiny else 256
+    expected = float(get_expected_tokens(SPEC_K, SPEC_ALPHA))
+    for b in grid.spec_batches:
+        run = spec_runs[b]
+        workload = Workload(batch=b, context_tokens=ctx, weight_dtype=dtype, kv_dtype=dtype, activation_dtype=dtype)
+        pred = price_speculation(hw, target_spec, workload, Drafter("model", draft_spec), timing, b, ctx, SPEC_K,
+                                 SPEC_ALPHA)
+        roof = price_speculation(base, target_spec, workload, Drafter("model", draft_spec), roofline, b, ctx, SPEC_K,
+                                 SPEC_ALPHA)
+        t_dec, t_it = run["decode"].estimate_s, run["iteration"].estimate_s
+        spec_rows.append({
+            "batch": b, "context_tokens": ctx, "k": SPEC_K, "alpha": SPEC_ALPHA,
+            "measured_speedup": expected * t_dec / t_it,
+            "predicted_speedup": float(np.asarray(pred.speedup).reshape(-1)[0]),
+            "roofline_speedup": float(np.asarray(roof.speedup).reshape(-1)[0]),
+            "measured_speedup_realized": run["tokens_per_iteration"] * t_dec / t_it,
+            "realized_tokens_per_iteration": run["tokens_per_iteration"],
+            "expected_tokens_per_iteration": expected,
+            "measured_decode_s": t_dec, "measured_iteration_s": t_it,
+            "predicted_decode_s": float(np.asarray(pred.target_decode_time_s).reshape(-1)[0]),
+            "predicted_iteration_s": float(np.asarray(pred.step_time_s).reshape(-1)[0]),
+        })
+
+    batches = [r["batch"] for r in spec_rows]
+    be_measured = _break_even(batches, [r["measured_speedup"] for r in spec_rows])
+    be_predicted = _break_even(batches, [r["predicted_speedup"] for r in spec_rows])
+    be_roofline = _break_even(batches, [r["roofline_speedup"] for r in spec_rows])
+    speedup_errors = [abs(r["predicted_speedup"] - r["measured_speedup"]) for r in spec_rows]
+    report = {
+        "profile": str(profile_path),
+        "device": device.name,
+        "dtype": dtype,
+        "model": target_spec.name,
+        "draft": draft_spec.name,
+        "created": _dt.datetime.now(_dt.timezone.utc).replace(microsecond=0).isoformat(),
+        "configs": rows,
+        "summary": {
+            "calibrated": _summary([_ape(r["predicted_s"], r["measured_s"]) for r in rows]),
+            "roofline": _summary([_ape(r["roofline_s"], r["measured_s"]) for r in rows]),
+            "calibrated_vs_plain_median": _summary([_ape(r["predicted_s"], r["measured_median_s"]) for r in rows]),
+            "by_kind": {
+                kind: {
+                    "calibrated": _summary([_ape(r["predicted_s"], r["measured_s"]) for r in rows if r["kind"] == kind]),
+                    "roofline": _summary([_ape(r["roofline_s"], r["measured_s"]) for r in rows if r["kind"] == kind]),
+                } for kind in sorted({r["kind"] for r in rows})
+            },
+        },
+        "speculative": spec_rows,
+        "break_even": {
+            "measured_batch": be_measured,
+            "predicted_batch": be_predicted,
+            "roofline_batch": be_roofline,
+            "grid": batches,
+            "predicted_grid_steps_off": _grid_steps_between(batches, be_measured, be_predicted),
+            "roofline_grid_steps_off": _grid_steps_between(batches, be_measured, be_roofline),
+        },
+        "speedup_error": {
+            "max_abs_calibrated": float(max(speedup_errors)) if speedup_errors else None,
+            "max_abs_roofline": float(max(abs(r["roofline_speedup"] - r["measured_speedup"]) for r in spec_rows))
+            if spec_rows else None,
+        },
+        "roofline_hardware": base_name,
+        "threads": device.threads,
+        "quick": quick,
+        "duration_s": round(time.perf_counter() - started, 1),
+        "notes": ("measured_s: median of the faster half of the individual step calls (about p25; the plain median is measured_median_s, robust to other tenants' stalls); measured_speedup: E(alpha, k) x T_decode / "
+                  "T_iteration of the real loop (realised acceptance in measured_speedup_realized); break-even: the "
+                  "smallest grid batch from which the speedup stays below 1 (null: pays at the largest batch). roofline: "
+                  f"DatasheetTiming.speed_of_light of {base_name}."),
+    }
+    return report
+
+
+PREFERRED_PRIMARY_DTYPES = ("bf16", "fp16", "fp32")
+
+
+def combine_reports(reports: list[dict]) -> dict:
+    """One report per device: the top level is the primary dtype's report (bf16 when validated: what LLM serving
+    runs), and `by_dtype` holds every validated dtype's full report."""
+    if not reports:
+        raise ValueError("combine_reports needs at least one report")
+    by_dtype = {r["dtype"]: r for r in reports}
+    primary = next((by_dtype[d] for d in PREFERRED_PRIMARY_DTYPES if d in by_dtype), reports[0])
+    combined = dict(primary)
+    combined["by_dtype"] = by_dtype
+    return combined
+
+
+def write_report(report: dict, out_dir: str | Path, stem: str, plot: bool = True) -> list[Path]:
+    out_dir = Path(out_dir)
+    paths = [write_text_atomic(out_dir / f"{stem}.json", json.dumps(report, indent=2) + "\n")]
+    if plot:
+        paths.append(plot_report(report, out_dir / f"{stem}.png"))
+    return paths
+
+
+def plot_report(report: dict, path: str | Path) -> Path:
+    """Per validated dtype, one row: predicted vs measured step times, and speedup over batch (matplotlib, Agg)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    path = Path(path)
+    reports = list((report.get("by_dtype") or {report["dtype"]: report}).values())
+    fig, axes = plt.subplots(len(reports), 2, figsize=(12, 5 * len(reports)), squeeze=False)
+    for (ax1, ax2), rep in zip(axes, reports):
+        _plot_one(rep, ax1, ax2)
+    fig.suptitle(f"rooflinesim validate on {report['device']}", fontsize=10)
+    fig.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.tmp.png")
+    fig.savefig(tmp, dpi=100)
+    plt.close(fig)
+    tmp.replace(path)
+    return path
+
+
+def _plot_one(report: dict, ax1, ax2) -> None:
+    markers = {"decode": "o", "verify": "s", "draft": "^"}
+    meas = np.array([r["measured_s"] for r in report["configs"]])
+    lo, hi = meas.min() / 2, meas.max() * 2
+    for kind, marker in markers.items():
+        rows = [r for r in report["configs"] if r["kind"] == kind]
+        if not rows:
+            continue
+        m = [r["measured_s"] * 1e3 for r in rows]
+        ax1.scatter(m, [r["predicted_s"] * 1e3 for r in rows], marker=marker, color="C0", label=f"calibrated, {kind}")
+        ax1.scatter(m, [r["roofline_s"] * 1e3 for r in rows], marker=marker, color="C3", alpha=0.6,
+                    label=f"roofline, {kind}")
+    ax1.plot([lo * 1e3, hi * 1e3], [lo * 1e3, hi * 1e3], "k--", lw=1, label="predicted = measured")
+    ax1.set_xscale("log")
+    ax1.set_yscale("log")
+    ax1.set_xlabel("measured step time (ms)")
+    ax1.set_ylabel("predicted step time (ms)")
+    s = report["summary"]
+    ax1.set_title(f"{report['model']} / {report['draft']}, {report['dtype']}: median APE calibrated "
+                  f"{s['calibrated']['median_ape']:.0%}, roofline {s['roofline']['median_ape']:.0%}", fontsize=9)
+    ax1.legend(fontsize=7)
+    spec = report["speculative"]
+    b = [r["batch"] for r in spec]
+    ax2.plot(b, [r["measured_speedup"] for r in spec], "ko-", label="measured")
+    ax2.plot(b, [r["predicted_speedup"] for r in spec], "C0s--", label="predicted (calibrated)")
+    ax2.plot(b, [r["roofline_speedup"] for r in spec], "C3^:", label="roofline (uncalibrated)")
+    ax2.axhline(1.0, color="grey", lw=1)
+    ax2.set_xscale("log", base=2)
+    ax2.set_xticks(b, [str(x) for x in b])
+    ax2.set_xlabel("batch (sequences)")
+    ax2.set_ylabel("speculative speedup (x)")
+    ax2.set_title(f"{report['dtype']}: k = {spec[0]['k']}, alpha = {spec[0]['alpha']}, context "
+                  f"{spec[0]['context_tokens']} tokens" if spec else "speculation", fontsize=9)
+    ax2.legend(fontsize=8)
+
+
+def print_report(report: dict, console=None) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
+    console = console or Console()
+    s = report["summary"]
+    table = Table(title=f"validate: {report['model']} + {report['draft']} ({report['dtype']}) on {report['device']}")
+    for col in ("", "median APE", "p90 APE"):
+        table.add_column(col, justify="right")
+    table.add_row("calibrated", f"{s['calibrated']['median_ape']:.1%}", f"{s['calibrated']['p90_ape']:.1%}")
+    table.add_row("roofline", f"{s['roofline']['median_ape']:.1%}", f"{s['roofline']['p90_ape']:.1%}")
+    for kind, v in s.get("by_kind", {}).items():
+        table.add_row(f"  {kind} (cal / roof)", f"{v['calibrated']['median_ape']:.1%} / {v['roofline']['median_ape']:.1%}",
+                      f"{v['calibrated']['p90_ape']:.1%} / {v['roofline']['p90_ape']:.1%}")
+    console.print(table)
+    spec = Table(title="speculative speedup (k = 4, alpha = 0.8)")
+    for col in ("batch", "measured", "predicted", "roofline"):
+        spec.add_column(col, justify="right")
+    for r in report["speculative"]:
+        spec.add_row(str(r["batch"]), f"{r['measured_speedup']:.2f}x", f"{r['predicted_speedup']:.2f}x",
+                     f"{r['roofline_speedup']:.2f}x")
+    console.print(spec)
+    be = report["break_even"]
+    console.print(f"break-even batch: measured {be['measured_batch']}, predicted {be['predicted_batch']}, "
+                  f"roofline {be['roofline_batch']} (grid {be['grid']}; None = pays over the whole grid); "
+                  f"largest speedup error: calibrated {report['speedup_error']['max_abs_calibrated']:.2f}x, "
+                  f"roofline {report['speedup_error']['max_abs_roofline']:.2f}x")
