@@ -170,7 +170,7 @@ def get_step_ops(
     vocab_local = -(-vocab // tp)
     window = model.sliding_window_tokens
     norm_flops = FLOPS_PER_ELEMENT_RMSNORM if model.norm == "rmsnorm" else FLOPS_PER_ELEMENT_LAYERNORM
-    norm_weights = h * w * (1 if model.norm == "rmsnorm" else 2)
+    norm_params_per_element = 1 if model.norm == "rmsnorm" else 2  # LayerNorm has a bias too
 
     def linear(name, count, m, k_in, n_out, bias=False, kind="linear", weight_copies=1.0):
         op = _linear(name, count, m, k_in, n_out, w, a, bias)
@@ -182,7 +182,8 @@ def get_step_ops(
                       op.kv_write_bytes, op.comm_bytes, dims={**op.dims, "experts": weight_copies})
 
     def norm(name, count, m=tokens, width=h):
-        return _op(name, "norm", count, norm_flops * m * width, width * w, m * width * a, m * width * a, m=m, n=width)
+        return _op(name, "norm", count, norm_flops * m * width, norm_params_per_element * width * w, m * width * a,
+                   m * width * a, m=m, n=width)
 
     def residual(name):
         return _op(name, "elementwise", layers, tokens * h, 0.0, 2 * tokens * h * a, tokens * h * a, m=tokens, n=h)

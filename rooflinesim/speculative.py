@@ -17,7 +17,7 @@ from typing import Sequence
 
 import numpy as np
 
-from .acceptance import expected_tokens_iid, expected_tokens_per_position
+from .acceptance import expected_tokens_iid
 from .step import check_tensor_parallel, get_workload_step
 from .registry import get_short_name, load_model
 from .roofline import TimingModel

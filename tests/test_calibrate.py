@@ -10,7 +10,6 @@ import os
 import signal
 import subprocess
 import sys
-from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -20,11 +19,10 @@ import yaml
 from rooflinesim.calibrate.fit import fit_affine, fit_roofline
 from rooflinesim.calibrate.profile import (MeasuredTiming, apply_calibration, load_profile, write_profile,
                                            write_text_atomic)
-from rooflinesim.ops import OpCost, get_step_ops
+from rooflinesim.ops import get_step_ops
 from rooflinesim.registry import SpecError, load_hardware, load_model
 from rooflinesim.specs import (AffineFit, DtypeProfile, Efficiency, HardwareSpec, InputError, CacheReuse,
                                LinearTable, MeasuredProfile, Provenance)
-from rooflinesim.step import get_step_cost
 
 ROOT = Path(__file__).resolve().parent.parent
 COMMITTED = sorted((ROOT / "calibrate").glob("*.yaml"))

@@ -26,7 +26,6 @@ import datetime as _dt
 import itertools
 import math
 import random
-import sys
 import time
 from dataclasses import dataclass, field
 from typing import Callable
@@ -205,7 +204,6 @@ class Bench:
         src = torch.ones(n, device=self.dev, dtype=self.tdtype)
         dst = torch.empty_like(src)
         t = self._time(lambda: dst.copy_(src), scale=2)
-        del src, dst
         return 2 * n * self.bytes / t.estimate_s, t
 
     def gemv_bandwidth(self) -> tuple[float, Timing]:

@@ -23,7 +23,6 @@ from __future__ import annotations
 import datetime as _dt
 import json
 import random
-import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
