@@ -126,3 +126,12 @@ def test_linear_intensity_tends_to_2m_over_bytes_per_weight(d, m):
         assert ai < limit
         if d >= 65536:
             assert ai == pytest.approx(limit, rel=0.01 * m * w_bytes)
+
+
+def test_layernorm_reads_weight_and_bias_rmsnorm_weight_only():
+    rms = load_model("llama-3.2-1b")
+    ln = rms.model_copy(update={"norm": "layernorm"})
+    by_name = {op.name: op for op in get_step_ops(rms, 1, 128, 1)}
+    for op in get_step_ops(ln, 1, 128, 1):
+        if op.kind == "norm":
+            assert float(op.weight_bytes) == 2 * float(by_name[op.name].weight_bytes) == 2 * 2 * rms.hidden_size
