@@ -194,6 +194,11 @@ def price_speculation(hw: HardwareSpec, target: ModelSpec, workload: Workload, d
     target_decode = decode.step_time_s
     draft_timing, verify_timing = _loop_timings(hw, timing, workload, drafter, decode)
     draft = get_draft_step_time_s(hw, target, workload, drafter, draft_timing, batch, context_tokens, decode)
+    if draft_timing is not timing:
+        # the first of the k draft steps follows the target's verify (the target's weights went through the caches
+        # in between); the next k - 1 follow a draft step, so the draft's own weights may still be cached
+        warm = get_draft_step_time_s(hw, target, workload, drafter, timing, batch, context_tokens, decode)
+        draft = (draft + np.maximum(k - 1, 0) * warm) / np.maximum(k, 1)
     verify = get_workload_step(hw, target, workload, k + 1, verify_timing, context_tokens, batch).step_time_s
     expected = get_expected_tokens(k, alpha, alpha_per_position)
     all_accepted = get_all_accepted_probability(k, alpha, alpha_per_position) if extra_draft_pass else None

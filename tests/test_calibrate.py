@@ -21,7 +21,8 @@ from rooflinesim.calibrate.profile import (MeasuredTiming, apply_calibration, lo
                                            write_text_atomic)
 from rooflinesim.ops import get_step_ops
 from rooflinesim.registry import SpecError, load_hardware, load_model
-from rooflinesim.specs import (AffineFit, DtypeProfile, Efficiency, HardwareSpec, InputError, CacheReuse,
+from rooflinesim.step import get_step_cost
+from rooflinesim.specs import (AffineFit, CacheReuse, DtypeProfile, Efficiency, HardwareSpec, InputError,
                                LinearTable, MeasuredProfile, Provenance)
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -448,3 +449,22 @@ def test_decoder_kv_cache_rollback_matches_a_fresh_run():
         fresh(prompt, torch.zeros(2, dtype=torch.long), 6)
         expected = fresh(nxt, torch.full((2,), 6), 7)
     torch.testing.assert_close(rolled, expected)
+
+
+def test_speculative_loop_prices_the_first_draft_step_cold_and_the_rest_warm():
+    """In the loop the target's verify runs between the last and the first draft step: that one streams the draft
+    from memory (both models' weights count), the following k - 1 reuse the cached draft."""
+    from rooflinesim.speculative import Drafter, get_draft_step_time_s, price_speculation
+    from rooflinesim.specs import Workload
+
+    hw = _with_cache(make_profile(), (1e7, 1e8, 1e9), (2.0, 1.5, 1.0))
+    timing = MeasuredTiming.from_spec(hw)
+    target, draft = load_model("tiny-llama-123m"), load_model("tiny-draft-2l")
+    workload = Workload(batch=1, context_tokens=1024, weight_dtype="fp32", kv_dtype="fp32", activation_dtype="fp32")
+    drafter = Drafter("model", draft)
+    grid = price_speculation(hw, target, workload, drafter, timing, 1, 1024, np.array([1, 4]), 0.8)
+    target_bytes = float(get_step_cost(hw, target, 1, 1024, 1, "fp32", "fp32", "fp32", timing=timing).weight_bytes)
+    warm = float(get_draft_step_time_s(hw, target, workload, drafter, timing, 1, 1024))
+    cold = float(get_draft_step_time_s(hw, target, workload, drafter, timing.with_co_resident(target_bytes), 1, 1024))
+    assert cold > 1.2 * warm
+    assert grid.draft_step_time_s == pytest.approx([cold, (cold + 3 * warm) / 4])
