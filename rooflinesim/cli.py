@@ -22,10 +22,8 @@ class _Parser(argparse.ArgumentParser):
         self.exit(EXIT_BAD_INPUT, f"rooflinesim: error: {message} (see 'rooflinesim {self.prog.split()[-1]} --help')\n")
 
 
-def _add_workload_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--hw", default="a100", help="hardware name, alias or YAML path (default a100)")
-    p.add_argument("--calibration", help="measured profile YAML to apply to --hw")
-    p.add_argument("--model", default="llama-3.1-8b", help="model name, YAML path or HF config.json (default llama-3.1-8b)")
+def _add_deployment_arguments(p: argparse.ArgumentParser) -> None:
+    """dtypes, attention mode, tensor parallelism, quantisation groups: shared by predict, sweep and plot."""
     p.add_argument("--weight-dtype", default="bf16", help="fp32, bf16, fp16, fp8, int8, int4 (default bf16)")
     p.add_argument("--kv-dtype", default=None, help="KV-cache dtype (default: the activation dtype)")
     p.add_argument("--activation-dtype", default=None, help="default: the weight dtype, bf16 for quantised weights")
@@ -33,6 +31,13 @@ def _add_workload_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--tp", default=1, help="tensor-parallel degree: the model is sharded over this many devices")
     p.add_argument("--draft-tp", default=None, help="the draft model's own tensor-parallel degree (default: --tp)")
     p.add_argument("--quant-group-size", type=int, default=128, help="weights per scale for int8/int4 (default 128)")
+
+
+def _add_workload_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--hw", default="a100", help="hardware name, alias or YAML path (default a100)")
+    p.add_argument("--calibration", help="measured profile YAML to apply to --hw")
+    p.add_argument("--model", default="llama-3.1-8b", help="model name, YAML path or HF config.json (default llama-3.1-8b)")
+    _add_deployment_arguments(p)
     p.add_argument("--allow-long-context", action="store_true", help="model a context above the model's max (warns)")
 
 
@@ -86,13 +91,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--model", default="llama-3.1-8b", help="model name, YAML path or HF config.json (default llama-3.1-8b)")
     p.add_argument("--draft", default=None, help="draft model (speedup, k; default llama-3.2-1b)")
     p.add_argument("--drafter", default="model", choices=["model", "ngram", "head"], help="drafter kind (speedup, k)")
-    p.add_argument("--weight-dtype", default="bf16", help="fp32, bf16, fp16, fp8, int8, int4 (default bf16)")
-    p.add_argument("--kv-dtype", default=None, help="KV-cache dtype (default: the activation dtype)")
-    p.add_argument("--activation-dtype", default=None, help="default: the weight dtype, bf16 for quantised weights")
-    p.add_argument("--attention", default="flash", choices=["flash", "unfused"])
-    p.add_argument("--tp", default=1, help="tensor-parallel degree: the model is sharded over this many devices")
-    p.add_argument("--draft-tp", default=None, help="the draft model's own tensor-parallel degree (default: --tp)")
-    p.add_argument("--quant-group-size", type=int, default=128, help="weights per scale for int8/int4 (default 128)")
+    _add_deployment_arguments(p)
     p.add_argument("--alpha", default=None, help="acceptance rate(s): speedup takes one (default 0.8), "
                                                  "k several (default 0.6,0.7,0.8,0.9)")
     p.add_argument("--batch", default=None, help="batch sizes: roofline 1,8,64,256; speedup 1..1024; k and "
@@ -300,7 +299,7 @@ def _cmd_plot(args) -> int:
         return values[0]
 
     dtypes = dict(weight_dtype=args.weight_dtype, kv_dtype=args.kv_dtype, activation_dtype=args.activation_dtype,
-                  attention=args.attention)
+                  attention=args.attention, quant_group_size=args.quant_group_size)
     spec = dict(hw=args.hw, model=args.model, draft=args.draft, drafter=args.drafter, calibration=args.calibration,
                 tp=args.tp, draft_tp=args.draft_tp)
     alphas = parse_float_list(args.alpha, "acceptance rate") if args.alpha else None

@@ -26,7 +26,7 @@ import numpy as np
 
 from .registry import get_short_name, load_hardware, load_model
 from .specs import HardwareSpec, InputError, ModelSpec
-from .units import format_count, format_rate
+from .units import DEFAULT_QUANT_GROUP_SIZE, format_count, format_rate
 
 #: Colours used consistently across charts (matplotlib's tab10 order).
 COLORS = ("#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f", "#bcbd22", "#17becf")
@@ -213,6 +213,7 @@ def plot_roofline(
     attention: str = "flash",
     calibration=None,
     tp: int = 1,
+    quant_group_size: int = DEFAULT_QUANT_GROUP_SIZE,
     dtypes: Iterable[str] | None = None,
     per_op: bool = False,
     prefill: bool = True,
@@ -248,9 +249,9 @@ def plot_roofline(
     b_arr = np.asarray(batches, dtype=float)[:, None]
     c_arr = np.asarray(contexts, dtype=float)[None, :]
     decode = get_step_cost(hw_spec, model_spec, b_arr, c_arr, 1, w, kv, a, attention, timing=timing,
-                           tensor_parallel=tp)
+                           tensor_parallel=tp, quant_group_size=quant_group_size)
     verify = get_step_cost(hw_spec, model_spec, b_arr, c_arr, int(k) + 1, w, kv, a, attention, timing=timing,
-                           tensor_parallel=tp)
+                           tensor_parallel=tp, quant_group_size=quant_group_size)
     intensities, perfs = [], []
 
     def point_arrays(step):
@@ -276,7 +277,8 @@ def plot_roofline(
     if prefill:
         prompts = [c for c in contexts if c > 0] or [1024]
         pre = get_step_cost(hw_spec, model_spec, 1, 0, np.asarray(prompts, dtype=float), w, kv, a, attention,
-                            logits_for_all_tokens=False, timing=timing, tensor_parallel=tp)
+                            logits_for_all_tokens=False, timing=timing, tensor_parallel=tp,
+                            quant_group_size=quant_group_size)
         p_int = np.broadcast_to(pre.arithmetic_intensity_flops_per_byte, (len(prompts),))
         p_perf = np.broadcast_to(pre.flops / pre.step_time_s, (len(prompts),))
         intensities.append(p_int)
@@ -287,7 +289,7 @@ def plot_roofline(
             ax.annotate(format_count(p), (x, y), textcoords="offset points", xytext=(6, 4), fontsize=8)
     if per_op:
         one = get_step_cost(hw_spec, model_spec, batches[0], contexts[0], 1, w, kv, a, attention, timing=timing,
-                            tensor_parallel=tp)
+                            tensor_parallel=tp, quant_group_size=quant_group_size)
         xs, ys, names = [], [], []
         for op, t in zip(one.ops, one.expected):
             flops = float(np.asarray(op.flops).reshape(-1)[0])
@@ -386,6 +388,7 @@ def plot_speedup_map(
     drafter: str | None = None,
     calibration=None,
     tp: int = 1,
+    quant_group_size: int = DEFAULT_QUANT_GROUP_SIZE,
     draft_tp: int | None = None,
     annotate: bool = True,
     colorbar: bool = True,
@@ -412,7 +415,8 @@ def plot_speedup_map(
         raise InputError("the speedup map needs some k >= 1")
     result = sweep(hw=hw, model=model, draft=draft, batch=batch, ctx=ctx, alpha=[float(alpha_values[0])],
                    k=k_values, weight_dtype=weight_dtype, kv_dtype=kv_dtype, activation_dtype=activation_dtype,
-                   attention=attention, drafter=drafter, calibration=calibration, tp=tp, draft_tp=draft_tp)
+                   attention=attention, drafter=drafter, calibration=calibration, tp=tp, draft_tp=draft_tp,
+                   quant_group_size=quant_group_size)
     spec = result.k > 0
     speedup = result.speedup[:, :, spec, 0]
     best_index = np.argmax(speedup, axis=2)
@@ -483,6 +487,7 @@ def plot_speedup_vs_k(
     drafter: str | None = None,
     calibration=None,
     tp: int = 1,
+    quant_group_size: int = DEFAULT_QUANT_GROUP_SIZE,
     draft_tp: int | None = None,
     ax=None,
 ):
@@ -507,7 +512,8 @@ def plot_speedup_vs_k(
     k_values = list(range(0, int(k_max) + 1))
     result = sweep(hw=hw, model=model, draft=draft, batch=batches, ctx=contexts, alpha=alphas, k=k_values,
                    weight_dtype=weight_dtype, kv_dtype=kv_dtype, activation_dtype=activation_dtype,
-                   attention=attention, drafter=drafter, calibration=calibration, tp=tp, draft_tp=draft_tp)
+                   attention=attention, drafter=drafter, calibration=calibration, tp=tp, draft_tp=draft_tp,
+                   quant_group_size=quant_group_size)
     c = float(result.draft_step_time_s[0, 0] / result.target_decode_time_s[0, 0])
     fig, (ax,) = _new_figure((8.5, 5.5), ax)
     ks = np.asarray(k_values)
@@ -596,6 +602,7 @@ def plot_step_breakdown(
     attention: str = "flash",
     calibration=None,
     tp: int = 1,
+    quant_group_size: int = DEFAULT_QUANT_GROUP_SIZE,
     ax=None,
 ):
     """Stacked expected step time vs context: weight, KV and activation traffic, compute, (interconnect,) overhead.
@@ -621,7 +628,7 @@ def plot_step_breakdown(
         raise InputError("the step breakdown needs at least two contexts >= 0")
     timing = _timing(_apply_calibration(hw_spec, calibration)[0])
     step = get_step_cost(hw_spec, model_spec, batches[0], contexts, int(new_tokens), w, kv, a, attention,
-                         timing=timing, tensor_parallel=tp)
+                         timing=timing, tensor_parallel=tp, quant_group_size=quant_group_size)
     parts = get_step_breakdown(step)
     fig, (ax,) = _new_figure((8.5, 5.5), ax)
     shown = [(n, c) for n, c in BREAKDOWN_COMPONENTS if n != "interconnect" or np.any(parts[n] > 0)]

@@ -189,6 +189,7 @@ def test_validation_rejects_a_malformed_report(mutate):
     ["speedup", "--batch", "1,16,256", "--ctx", "1k,32k"],
     ["k", "--alpha", "0.7,0.9"],
     ["breakdown", "--ctx", "1k..32k"],
+    ["breakdown", "--weight-dtype", "int4", "--quant-group-size", "32", "--tp", "2", "--ctx", "1k,4k"],
     ["speedup", "--hw", "h100", "--model", "llama-3.1-70b", "--draft", "llama-3.1-8b", "--tp", "4", "--batch", "1,64",
      "--ctx", "4k"],
     ["validation", "--report", str(REPORT)],
@@ -245,3 +246,15 @@ def test_predict_never_imports_matplotlib():
 def test_importing_plots_does_not_import_matplotlib():
     code = "import sys, rooflinesim.plots; assert 'matplotlib' not in sys.modules"
     subprocess.run([sys.executable, "-c", code], check=True, capture_output=True)
+
+
+def test_quant_group_size_reaches_the_charts():
+    """Smaller int4 groups mean more scale bytes per weight: a slower decode step in the breakdown chart."""
+    fine = plots.plot_step_breakdown("h100", "llama-3.1-8b", ctx=[1024, 4096], weight_dtype="int4", quant_group_size=32)
+    coarse = plots.plot_step_breakdown("h100", "llama-3.1-8b", ctx=[1024, 4096], weight_dtype="int4",
+                                       quant_group_size=256)
+
+    def top(fig):  # the highest point of the stacked step time
+        return max(float(np.max(c.get_paths()[0].vertices[:, 1])) for c in fig.axes[0].collections)
+
+    assert top(fine) > top(coarse)
