@@ -700,7 +700,7 @@ def _ape(predicted, measured) -> np.ndarray:
 
 
 def plot_validation(report, band: float = 0.10):
-    """Predicted vs measured from a validation report.
+    """Predicted vs measured from a validation report; one row per validated dtype when the report has `by_dtype`.
 
     Left: each configuration's predicted step time against the measured one (log-log), calibrated (filled) and the
     uncalibrated roofline (hollow), marker by kind (decode, verify, draft); the diagonal is perfect agreement and the
@@ -709,13 +709,32 @@ def plot_validation(report, band: float = 0.10):
     summary when present, else computed from the rows).
     Right (when the report has a `speculative` list): measured and predicted speedup vs batch per (context, k, alpha).
     """
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+
+    data = load_validation_report(report)
+    rows = [load_validation_report(r) for r in (data.get("by_dtype") or {}).values()] or [data]
+    ncols = 2 if any(r.get("speculative") for r in rows) else 1
+    fig = Figure(figsize=(13.5 if ncols == 2 else 7.5, 5.8 * len(rows)), layout="constrained")
+    FigureCanvasAgg(fig)
+    axes = fig.subplots(len(rows), ncols, squeeze=False)
+    for row, row_axes in zip(rows, axes):
+        _draw_validation(row, list(row_axes), band, label_dtype=len(rows) > 1)
+    draft = data.get("draft")
+    dtypes = ", ".join(str(r.get("dtype", "?")) for r in rows)
+    fig.suptitle(f"Predicted vs measured: {data.get('model', '?')}"
+                 + (f" (draft {draft})" if draft else "")
+                 + f" on {data.get('device', '?')}, {dtypes}", fontsize=11)
+    return fig
+
+
+def _draw_validation(data: dict, axes: list, band: float, label_dtype: bool = False) -> None:
     from matplotlib.lines import Line2D
     from matplotlib.patches import Patch
 
-    data = load_validation_report(report)
     configs = data["configs"]
     speculative = data.get("speculative") or []
-    fig, axes = _new_figure((13.5, 5.8) if speculative else (7.5, 6.0), None, ncols=2 if speculative else 1)
+    prefix = f"{data.get('dtype', '?')}: " if label_dtype else ""
     ax = axes[0]
     measured = np.array([r["measured_s"] for r in configs], dtype=float)
     predicted = np.array([r["predicted_s"] for r in configs], dtype=float)
@@ -768,7 +787,7 @@ def plot_validation(report, band: float = 0.10):
     handles += [Line2D([], [], color="black", linewidth=1, label="predicted = measured"),
                 Patch(color="grey", alpha=0.2, label=f"+-{100 * band:.0f} %")]
     ax.legend(handles=handles, loc="upper left", fontsize=8)
-    ax.set_title(f"Step times: {len(configs)} configurations", fontsize=10)
+    ax.set_title(f"{prefix}step times, {len(configs)} configurations", fontsize=10)
 
     if speculative:
         ax = axes[1]
@@ -799,13 +818,7 @@ def plot_validation(report, band: float = 0.10):
         ax.set_ylabel("speculative speedup over plain decoding (x)")
         ax.grid(True, alpha=0.3)
         ax.legend(loc="best", fontsize=8)
-        ax.set_title("Speculative decoding: measured vs predicted speedup", fontsize=10)
-
-    draft = data.get("draft")
-    fig.suptitle(f"Predicted vs measured: {data.get('model', '?')}"
-                 + (f" (draft {draft})" if draft else "")
-                 + f" on {data.get('device', '?')}, {data.get('dtype', '?')}", fontsize=11)
-    return fig
+        ax.set_title(f"{prefix}speculative decoding, measured vs predicted speedup", fontsize=10)
 
 
 __all__ = [

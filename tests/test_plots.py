@@ -258,3 +258,12 @@ def test_quant_group_size_reaches_the_charts():
         return max(float(np.max(c.get_paths()[0].vertices[:, 1])) for c in fig.axes[0].collections)
 
     assert top(fine) > top(coarse)
+
+
+def test_validation_plot_draws_a_row_per_validated_dtype():
+    data = json.loads(REPORT.read_text())
+    combined = dict(data, by_dtype={"fp32": dict(data, dtype="fp32"), "bf16": dict(data, dtype="bf16")})
+    fig = plots.plot_validation(combined)
+    titles = [ax.get_title() for ax in fig.axes]
+    assert len(fig.axes) == 4 and titles[0].startswith("fp32:") and titles[2].startswith("bf16:")
+    _check_figure(fig, n_axes_with_data=4)

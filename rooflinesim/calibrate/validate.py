@@ -370,61 +370,15 @@ def write_report(report: dict, out_dir: str | Path, stem: str, plot: bool = True
 
 
 def plot_report(report: dict, path: str | Path) -> Path:
-    """Per validated dtype, one row: predicted vs measured step times, and speedup over batch (matplotlib, Agg)."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    """The report's chart (`rooflinesim.plots.plot_validation`: one row per validated dtype), written atomically."""
+    from ..plots import plot_validation
 
     path = Path(path)
-    reports = list((report.get("by_dtype") or {report["dtype"]: report}).values())
-    fig, axes = plt.subplots(len(reports), 2, figsize=(12, 5 * len(reports)), squeeze=False)
-    for (ax1, ax2), rep in zip(axes, reports):
-        _plot_one(rep, ax1, ax2)
-    fig.suptitle(f"rooflinesim validate on {report['device']}", fontsize=10)
-    fig.tight_layout()
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f".{path.name}.tmp.png")
-    fig.savefig(tmp, dpi=100)
-    plt.close(fig)
+    plot_validation(report).savefig(tmp, dpi=100)
     tmp.replace(path)
     return path
-
-
-def _plot_one(report: dict, ax1, ax2) -> None:
-    markers = {"decode": "o", "verify": "s", "draft": "^"}
-    meas = np.array([r["measured_s"] for r in report["configs"]])
-    lo, hi = meas.min() / 2, meas.max() * 2
-    for kind, marker in markers.items():
-        rows = [r for r in report["configs"] if r["kind"] == kind]
-        if not rows:
-            continue
-        m = [r["measured_s"] * 1e3 for r in rows]
-        ax1.scatter(m, [r["predicted_s"] * 1e3 for r in rows], marker=marker, color="C0", label=f"calibrated, {kind}")
-        ax1.scatter(m, [r["roofline_s"] * 1e3 for r in rows], marker=marker, color="C3", alpha=0.6,
-                    label=f"roofline, {kind}")
-    ax1.plot([lo * 1e3, hi * 1e3], [lo * 1e3, hi * 1e3], "k--", lw=1, label="predicted = measured")
-    ax1.set_xscale("log")
-    ax1.set_yscale("log")
-    ax1.set_xlabel("measured step time (ms)")
-    ax1.set_ylabel("predicted step time (ms)")
-    s = report["summary"]
-    ax1.set_title(f"{report['model']} / {report['draft']}, {report['dtype']}: median APE calibrated "
-                  f"{s['calibrated']['median_ape']:.0%}, roofline {s['roofline']['median_ape']:.0%}", fontsize=9)
-    ax1.legend(fontsize=7)
-    spec = report["speculative"]
-    b = [r["batch"] for r in spec]
-    ax2.plot(b, [r["measured_speedup"] for r in spec], "ko-", label="measured")
-    ax2.plot(b, [r["predicted_speedup"] for r in spec], "C0s--", label="predicted (calibrated)")
-    ax2.plot(b, [r["roofline_speedup"] for r in spec], "C3^:", label="roofline (uncalibrated)")
-    ax2.axhline(1.0, color="grey", lw=1)
-    ax2.set_xscale("log", base=2)
-    ax2.set_xticks(b, [str(x) for x in b])
-    ax2.set_xlabel("batch (sequences)")
-    ax2.set_ylabel("speculative speedup (x)")
-    ax2.set_title(f"{report['dtype']}: k = {spec[0]['k']}, alpha = {spec[0]['alpha']}, context "
-                  f"{spec[0]['context_tokens']} tokens" if spec else "speculation", fontsize=9)
-    ax2.legend(fontsize=8)
 
 
 def print_report(report: dict, console=None) -> None:
