@@ -7,6 +7,7 @@ inside the commands that need them, so `rooflinesim predict` stays fast.
 from __future__ import annotations
 
 import argparse
+import re
 import sys
 
 from .registry import SpecError
@@ -19,7 +20,9 @@ USER_ERRORS = (InputError, SpecError, UnitError)
 
 class _Parser(argparse.ArgumentParser):
     def error(self, message):  # one line, exit 2 (argparse's own code for usage errors)
-        self.exit(EXIT_BAD_INPUT, f"rooflinesim: error: {message} (see 'rooflinesim {self.prog.split()[-1]} --help')\n")
+        command = " ".join(self.prog.split()[1:])  # "" for the top-level parser
+        see = f"rooflinesim {command} --help" if command else "rooflinesim --help"
+        self.exit(EXIT_BAD_INPUT, f"rooflinesim: error: {message} (see '{see}')\n")
 
 
 def _add_deployment_arguments(p: argparse.ArgumentParser) -> None:
@@ -140,11 +143,11 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def _import_torch_or_fail():
-    try:
-        import torch  # noqa: F401
-    except ImportError:
+    import importlib.util
+
+    if importlib.util.find_spec("torch") is None:  # checked without importing it: torch stays in calibrate/
         raise InputError("calibrate/validate need torch: pip install 'rooflinesim[calibrate]' "
-                         "(install the CPU build of torch first to avoid the multi-GB CUDA wheel)") from None
+                         "(install the CPU build of torch first to avoid the multi-GB CUDA wheel)")
 
 
 def _cmd_calibrate(args) -> int:
@@ -207,23 +210,40 @@ def _cmd_validate(args) -> int:
     return 0
 
 
+def _deployment_options(args) -> dict:
+    """The build_scenario options every pricing command shares, as the user gave them (no defaults added here)."""
+    return dict(weight_dtype=args.weight_dtype, kv_dtype=args.kv_dtype, activation_dtype=args.activation_dtype,
+                attention=args.attention, calibration=args.calibration, tp=args.tp, draft_tp=args.draft_tp,
+                quant_group_size=args.quant_group_size)
+
+
+def _speculation_options(args) -> dict:
+    return dict(draft=args.draft, drafter=args.drafter, head_layer_fraction=args.head_layer_fraction,
+                extra_draft_pass=args.extra_draft_pass)
+
+
+def _print_warnings(warnings, console=None) -> None:
+    for warning in warnings:
+        if console is None:
+            print(f"warning: {warning}", file=sys.stderr)
+        else:
+            from rich.markup import escape
+
+            console.print(f"[yellow]warning:[/] {escape(warning)}")
+
+
 def _cmd_predict(args) -> int:
     from .predict import predict
     from .report import render_prediction, to_json
 
     prediction = predict(
-        hw=args.hw, model=args.model, batch=args.batch, ctx=args.ctx, weight_dtype=args.weight_dtype,
-        kv_dtype=args.kv_dtype, activation_dtype=args.activation_dtype, attention=args.attention,
-        allow_long_context=args.allow_long_context, calibration=args.calibration, tp=args.tp,
-        draft_tp=args.draft_tp, quant_group_size=args.quant_group_size, speculative=not args.no_speculation, draft=args.draft, drafter=args.drafter, alpha=args.alpha,
-        alpha_per_position=(parse_float_list(args.alpha_per_position, "acceptance rate")
-                            if args.alpha_per_position else None),
-        k=args.k, head_layer_fraction=args.head_layer_fraction, extra_draft_pass=args.extra_draft_pass,
+        hw=args.hw, model=args.model, batch=args.batch, ctx=args.ctx, allow_long_context=args.allow_long_context,
+        speculative=not args.no_speculation, alpha=args.alpha, alpha_per_position=args.alpha_per_position, k=args.k,
+        **_deployment_options(args), **_speculation_options(args),
     )
     if args.json:
         print(to_json(prediction))
-        for warning in prediction.warnings:
-            print(f"warning: {warning}", file=sys.stderr)
+        _print_warnings(prediction.warnings)
     else:
         render_prediction(prediction)
     return 0
@@ -235,23 +255,25 @@ def _cmd_sweep(args) -> int:
     from rich.console import Console
     from rich.table import Table
 
+    from .fileio import check_output_path
     from .sweep import sweep
     from .units import format_count, parse_count_range, parse_int_range
 
+    fmt = None
+    if args.output:
+        check_output_path(args.output, "sweep output (-o)")
+        fmt = args.format or ("json" if args.output.endswith(".json") else "csv")
     result = sweep(
-        hw=args.hw, model=args.model, draft=args.draft, batch=parse_count_range(args.batch),
-        ctx=parse_count_range(args.ctx), alpha=parse_float_list(args.alpha, "acceptance rate"),
-        k=parse_int_range(args.k), weight_dtype=args.weight_dtype, kv_dtype=args.kv_dtype,
-        activation_dtype=args.activation_dtype, attention=args.attention, drafter=args.drafter,
-        head_layer_fraction=args.head_layer_fraction, extra_draft_pass=args.extra_draft_pass,
-        calibration=args.calibration, tp=args.tp, draft_tp=args.draft_tp, quant_group_size=args.quant_group_size,
+        hw=args.hw, model=args.model, batch=parse_count_range(args.batch), ctx=parse_count_range(args.ctx),
+        alpha=parse_float_list(args.alpha, "acceptance rate"), k=parse_int_range(args.k),
+        **_deployment_options(args), **_speculation_options(args),
     )
     if args.output:
-        fmt = args.format or ("json" if args.output.endswith(".json") else "csv")
         text = result.to_csv() if fmt == "csv" else result.to_json()
         Path(args.output).write_text(text)
     if args.json:
         print(result.to_json(include_grid=False))
+        _print_warnings(result.warnings)
         return 0
     console = Console(width=140)
     table = Table(title=f"Where speculation stops paying: {result.model} on {result.hardware}, draft {result.draft}")
@@ -262,13 +284,14 @@ def _cmd_sweep(args) -> int:
         be = row["break_even_batch"]
         vllm = sched["vllm"]
         table.add_row(
-            format_count(row["context_tokens"]), f"{row['alpha']:g}", "never (pays at all)" if be < 0 else str(be),
+            format_count(row["context_tokens"]), f"{row['alpha']:g}", "never (pays at all)" if be is None else str(be),
             str(row["best_k_at_batch_1"]), f"{row['best_speedup_at_batch_1']:.2f}x",
             f"{vllm['speculative_disable_by_batch_size'] or '-'} / {vllm['num_speculative_tokens']}",
             str(sched["trtllm"]["draft_len_schedule"]),
         )
     console.print(table)
     console.print(f"{result.n_points:,} grid points" + (f"; grid written to {args.output}" if args.output else ""))
+    _print_warnings(result.warnings, console)
     return 0
 
 
@@ -283,25 +306,18 @@ PLOT_SUFFIXES = (".png", ".svg")
 
 
 def _cmd_plot(args) -> int:
-    from pathlib import Path
-
+    from .fileio import check_output_path, open_atomic
     from .units import parse_count_range, parse_int_range
 
-    out = Path(args.output)
-    if out.suffix.lower() not in PLOT_SUFFIXES:
-        raise InputError(f"output must end in {' or '.join(PLOT_SUFFIXES)}, got {args.output!r}")
-    if not out.parent.is_dir():
-        raise InputError(f"output folder does not exist: {out.parent}")
+    out = check_output_path(args.output, "chart output (-o)", PLOT_SUFFIXES)
 
     def one(values, what):
         if len(values) != 1:
             raise InputError(f"plot {args.kind} takes one {what}, got {', '.join(str(v) for v in values)}")
         return values[0]
 
-    dtypes = dict(weight_dtype=args.weight_dtype, kv_dtype=args.kv_dtype, activation_dtype=args.activation_dtype,
-                  attention=args.attention, quant_group_size=args.quant_group_size)
-    spec = dict(hw=args.hw, model=args.model, draft=args.draft, drafter=args.drafter, calibration=args.calibration,
-                tp=args.tp, draft_tp=args.draft_tp)
+    options = dict(hw=args.hw, model=args.model, **_deployment_options(args))
+    speculation = dict(draft=args.draft, drafter=args.drafter)
     alphas = parse_float_list(args.alpha, "acceptance rate") if args.alpha else None
     from . import plots  # matplotlib only from here on
 
@@ -310,27 +326,26 @@ def _cmd_plot(args) -> int:
             raise InputError("plot validation needs --report FILE (a JSON written by 'rooflinesim validate')")
         fig = plots.plot_validation(args.report)
     elif args.kind == "roofline":
-        k = one(parse_int_range(args.k or "4"), "k")
-        fig = plots.plot_roofline(args.hw, args.model, parse_count_range(args.batch or "1,8,64,256"),
-                                  parse_count_range(args.ctx or "1k,32k"), k, calibration=args.calibration,
-                                  per_op=args.per_op, tp=args.tp, **dtypes)
+        fig = plots.plot_roofline(batch=parse_count_range(args.batch or "1,8,64,256"),
+                                  ctx=parse_count_range(args.ctx or "1k,32k"), k=one(parse_int_range(args.k or "4"), "k"),
+                                  per_op=args.per_op, **options)
     elif args.kind == "speedup":
         fig = plots.plot_speedup_map(alpha=one(alphas or [0.8], "--alpha"),
                                      batch=parse_count_range(args.batch or "1..1024"),
                                      ctx=parse_count_range(args.ctx or "512..128k"),
-                                     k=parse_int_range(args.k or "0..8"), **spec, **dtypes)
+                                     k=parse_int_range(args.k or "0..8"), **speculation, **options)
     elif args.kind == "k":
         fig = plots.plot_speedup_vs_k(alpha=alphas or [0.6, 0.7, 0.8, 0.9],
                                       batch=one(parse_count_range(args.batch or "1"), "--batch"),
                                       ctx=one(parse_count_range(args.ctx or "4k"), "--ctx"),
-                                      k_max=max(parse_int_range(args.k or "0..10")), **spec, **dtypes)
+                                      k_max=max(parse_int_range(args.k or "0..10")), **speculation, **options)
     else:
         k = one(parse_int_range(args.k), "k") if args.k else None
-        fig = plots.plot_step_breakdown(args.hw, args.model, one(parse_count_range(args.batch or "1"), "--batch"),
-                                        parse_count_range(args.ctx) if args.ctx else None,
-                                        1 if k is None else k + 1, calibration=args.calibration, tp=args.tp,
-                                        **dtypes)
-    fig.savefig(out, dpi=150, bbox_inches="tight")
+        fig = plots.plot_step_breakdown(batch=one(parse_count_range(args.batch or "1"), "--batch"),
+                                        ctx=parse_count_range(args.ctx) if args.ctx else None,
+                                        new_tokens=1 if k is None else k + 1, **options)
+    with open_atomic(out, "wb") as f:
+        fig.savefig(f, format=out.suffix.lower().lstrip("."), dpi=150, bbox_inches="tight")
     print(f"wrote {out}")
     return 0
 
@@ -399,9 +414,21 @@ def _cmd_show(args) -> int:
     return 0
 
 
+def _attach_negative_values(argv: list[str]) -> list[str]:
+    """argparse reads `--k -1..2` as two options ("expected one argument"); hand a value that starts with a minus
+    and a digit to its option, so the option's own check can say what is wrong with it."""
+    out: list[str] = []
+    for item in argv:
+        if out and out[-1].startswith("--") and "=" not in out[-1] and re.match(r"^-\d", item):
+            out[-1] = f"{out[-1]}={item}"
+        else:
+            out.append(item)
+    return out
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
-    args = parser.parse_args(argv)
+    args = parser.parse_args(_attach_negative_values(list(sys.argv[1:] if argv is None else argv)))
     try:
         return args.handler(args)
     except USER_ERRORS as exc:

@@ -11,7 +11,7 @@ import numpy as np
 
 from .ops import OpCost, get_activation_bytes, get_kv_cache_bytes, get_step_ops
 from .units import DEFAULT_QUANT_GROUP_SIZE
-from .roofline import DatasheetTiming, OpTime, TimingModel, get_op_time
+from .timing import DatasheetTiming, OpTime, TimingModel, get_op_time
 from .specs import HardwareSpec, InputError, ModelSpec, Workload
 
 
@@ -109,9 +109,7 @@ def get_step_cost(
         model, batch, context_tokens, new_tokens, weight_dtype, kv_dtype, activation_dtype, attention,
         logits_for_all_tokens, tensor_parallel, quant_group_size,
     )
-    timing = timing or DatasheetTiming.expected(hw)
-    bind = getattr(timing, "for_step", None)  # optional: a measured model binds the step's cache working set
-    timing = bind(ops) if bind is not None else timing
+    timing = (timing or DatasheetTiming.expected(hw)).for_step(ops)  # a measured model reads the cache working set
     sol = DatasheetTiming.speed_of_light(hw)
     link_fraction = hw.efficiency.interconnect_fraction
     tokens = np.asarray(batch, dtype=float) * np.asarray(new_tokens, dtype=float)
@@ -120,7 +118,7 @@ def get_step_cost(
         expected=[get_op_time(timing, hw, op, activation_dtype, link_fraction) for op in ops],
         roofline=[get_op_time(sol, hw, op, activation_dtype) for op in ops],
         tokens=tokens,
-        step_overhead_s=timing.get_step_overhead_s(model.num_layers),
+        step_overhead_s=timing.get_step_overhead_s(model.num_layers, activation_dtype),
     )
 
 

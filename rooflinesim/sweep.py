@@ -15,12 +15,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .ops import get_kv_cache_bytes
-from .predict import build_workload, get_timing_model
-from .registry import get_short_name, load_hardware, load_model
-from .speculative import DEFAULT_DRAFT, Drafter, check_alpha, price_speculation, resolve_drafter
+from .registry import get_short_name
+from .scenario import Scenario, build_scenario
+from .speculative import get_best_k_index, get_break_even_batch, price_speculation
 from .specs import InputError
-from .step import get_workload_memory_fit
 
 
 @dataclass(frozen=True)
@@ -38,45 +36,50 @@ class SweepResult:
     expected_tokens: np.ndarray
     step_time_s: np.ndarray
     target_decode_time_s: np.ndarray  # (n_batch, n_ctx)
-    draft_step_time_s: np.ndarray  # (n_batch, n_ctx)
+    draft_step_time_s: np.ndarray  # (n_batch, n_ctx, n_k): the mean draft step the step time sums
     verify_step_time_s: np.ndarray  # (n_batch, n_ctx, n_k)
-    fits_in_memory: np.ndarray  # (n_batch, n_ctx, n_k)
+    fits_in_memory: np.ndarray  # (n_batch, n_ctx, n_k): target + draft weights, KV caches, verify activations
     tensor_parallel: int = 1
+    draft_tensor_parallel: int | None = None
+    warnings: tuple[str, ...] = ()
 
     @property
     def n_points(self) -> int:
         return int(np.prod(self.speedup.shape))
 
     @property
+    def _fits4(self) -> np.ndarray:
+        return np.broadcast_to(self.fits_in_memory[..., None], self.speedup.shape)
+
+    @property
     def best_k(self) -> np.ndarray:
-        """(n_batch, n_ctx, n_alpha): the k with the highest speedup (0 when speculation does not pay)."""
-        return self.k[np.argmax(self.speedup, axis=2)]
+        """(n_batch, n_ctx, n_alpha): the k with the highest speedup among those that fit in memory (0 when
+        speculation does not pay)."""
+        return self.k[get_best_k_index(self.speedup, self._fits4, axis=2)]
 
     @property
     def best_speedup(self) -> np.ndarray:
-        return np.max(self.speedup, axis=2)
+        index = get_best_k_index(self.speedup, self._fits4, axis=2)
+        return np.take_along_axis(self.speedup, index[:, :, None, :], axis=2)[:, :, 0, :]
 
     @property
     def best_speculative_speedup(self) -> np.ndarray:
-        """Best speedup over k >= 1 only: below 1 means speculation, at its best, loses."""
+        """Best speedup over the k >= 1 that fit in memory (NaN where none fits): below 1 means speculation, at its
+        best, loses."""
         spec = self.k > 0
         if not spec.any():
             return np.full(self.best_speedup.shape, np.nan)
-        return np.max(self.speedup[:, :, spec, :], axis=2)
+        feasible = np.where(self._fits4[:, :, spec, :], self.speedup[:, :, spec, :], -np.inf)
+        best = feasible.max(axis=2)
+        return np.where(np.isfinite(best), best, np.nan)
 
     @property
     def break_even_batch(self) -> np.ndarray:
-        """(n_ctx, n_alpha): the first grid batch from which speculation no longer pays (-1: pays at all batches).
-
-        A speedup below 1 at some batch followed by a recovery (e.g. a GEMM-shape artefact) does not count: the
-        break-even is the first batch after the last batch at which speculation still pays.
-        """
-        pays = self.best_speculative_speedup >= 1.0  # (n_batch, n_ctx, n_alpha)
-        n = pays.shape[0]
-        any_pays = pays.any(axis=0)
-        last = n - 1 - np.argmax(pays[::-1], axis=0)
-        first_loss = np.where(any_pays, last + 1, 0)
-        return np.where(first_loss < n, self.batch[np.minimum(first_loss, n - 1)], -1)
+        """(n_ctx, n_alpha): the first grid batch from which speculation no longer pays (-1: pays at all batches);
+        a batch at which no speculative k fits in memory does not pay (see speculative.get_break_even_batch)."""
+        with np.errstate(invalid="ignore"):
+            pays = self.best_speculative_speedup >= 1.0  # NaN (nothing fits) compares False
+        return get_break_even_batch(self.batch, pays)
 
     def get_break_even_table(self) -> list[dict]:
         rows = []
@@ -84,7 +87,7 @@ class SweepResult:
         for j, ctx in enumerate(self.context_tokens):
             for a, alpha in enumerate(self.alpha):
                 rows.append({
-                    "context_tokens": int(ctx), "alpha": float(alpha), "break_even_batch": int(be[j, a]),
+                    "context_tokens": int(ctx), "alpha": float(alpha), "break_even_batch": int(be[j, a]) if be[j, a] > 0 else None,
                     "best_k_at_batch_1": int(self.best_k[0, j, a]),
                     "best_speedup_at_batch_1": float(self.best_speedup[0, j, a]),
                 })
@@ -130,7 +133,7 @@ class SweepResult:
             "batch": grids[0], "context_tokens": grids[1], "k": grids[2], "alpha": grids[3],
             "expected_tokens": np.broadcast_to(self.expected_tokens, self.speedup.shape),
             "target_decode_time_s": np.broadcast_to(self.target_decode_time_s[:, :, None, None], self.speedup.shape),
-            "draft_step_time_s": np.broadcast_to(self.draft_step_time_s[:, :, None, None], self.speedup.shape),
+            "draft_step_time_s": np.broadcast_to(self.draft_step_time_s[..., None], self.speedup.shape),
             "verify_step_time_s": np.broadcast_to(self.verify_step_time_s[..., None], self.speedup.shape),
             "step_time_s": self.step_time_s, "speedup": self.speedup, "fits_in_memory": fits,
         }
@@ -147,7 +150,8 @@ class SweepResult:
     def to_dict(self, include_grid: bool = True) -> dict:
         out = {
             "hardware": self.hardware, "model": self.model, "draft": self.draft,
-            "tensor_parallel": self.tensor_parallel,
+            "tensor_parallel": self.tensor_parallel, "draft_tensor_parallel": self.draft_tensor_parallel,
+            "warnings": list(self.warnings),
             "batch": self.batch.tolist(), "context_tokens": self.context_tokens.tolist(),
             "k": self.k.tolist(), "alpha": self.alpha.tolist(),
             "break_even": self.get_break_even_table(),
@@ -162,60 +166,43 @@ class SweepResult:
 
 
 def sweep(
-    hw="h100", model="llama-3.1-8b", draft=DEFAULT_DRAFT, batch=(1, 2, 4, 8, 16, 32, 64, 128, 256),
-    ctx=(1024, 4096, 16384, 65536, 131072), alpha=(0.6, 0.8), k=tuple(range(0, 9)), weight_dtype="bf16",
-    kv_dtype=None, activation_dtype=None, attention="flash", drafter=None, head_layer_fraction=1.0,
-    extra_draft_pass=False, calibration=None, tp=1, draft_tp=None, quant_group_size=128,
+    hw="h100", model="llama-3.1-8b", draft=None, batch=(1, 2, 4, 8, 16, 32, 64, 128, 256),
+    ctx=(1024, 4096, 16384, 65536, 131072), alpha=(0.6, 0.8), k=tuple(range(0, 9)), allow_long_context=True,
+    **options,
 ) -> SweepResult:
-    """Price speculation over the full grid batch x ctx x k x alpha in one vectorised evaluation."""
-    hw_spec = load_hardware(hw)
-    if calibration is not None:
-        from .calibrate.profile import apply_calibration
+    """Price speculation over the full grid batch x ctx x k x alpha in one vectorised evaluation.
 
-        hw_spec, _ = apply_calibration(hw_spec, calibration)
-    target = load_model(model)
-    batch_v = np.asarray(sorted(set(int(b) for b in batch)), dtype=np.int64)
-    ctx_v = np.asarray(sorted(set(int(c) for c in ctx)), dtype=np.int64)
-    k_v = np.asarray(sorted(set(int(x) for x in k)), dtype=np.int64)
-    alpha_v = check_alpha(sorted(set(float(a) for a in alpha)))
-    if batch_v.size == 0 or ctx_v.size == 0 or k_v.size == 0 or alpha_v.size == 0:
-        raise InputError("every sweep axis needs at least one value")
-    if batch_v[0] <= 0:
-        raise InputError("batch sizes must be positive")
-    if k_v[0] < 0:
-        raise InputError("k must be >= 0")
-    if ctx_v[0] < 0:
-        raise InputError("context must be >= 0")
-    workload, _ = build_workload(target, 1, int(ctx_v.max()), weight_dtype, kv_dtype, activation_dtype, attention,
-                                 allow_long_context=True, tp=tp, quant_group_size=quant_group_size, hw=hw_spec)
-    spec_drafter, _ = resolve_drafter(target, draft, drafter, head_layer_fraction, draft_tp, hw_spec)
-    timing = get_timing_model(hw_spec)
+    Every other option is `scenario.build_scenario`'s (draft / drafter, dtypes, tp / draft_tp, calibration, ...),
+    with the same defaults; contexts above the model's maximum are modelled with a warning.
+    """
+    scenario = build_scenario(hw, model, batch, ctx, draft=draft, alpha=alpha, k_values=k,
+                              allow_long_context=allow_long_context, **options)
+    return sweep_scenario(scenario)
+
+
+def sweep_scenario(scenario: Scenario) -> SweepResult:
+    """The scenario's batch x context x k x alpha grid priced at once (i.i.d. acceptance only)."""
+    if scenario.drafter is None:
+        raise InputError("sweep needs a drafter: speculation was switched off")
+    if scenario.acceptance.alphas is None:
+        raise InputError("sweep takes i.i.d. acceptance rates (alpha); per-position rates are for predict")
+    batch_v, ctx_v, k_v = scenario.batch, scenario.context_tokens, scenario.k_values
+    alpha_v = np.asarray(scenario.acceptance.alphas, dtype=float)
     b4, c4 = batch_v[:, None, None, None], ctx_v[None, :, None, None]
     k4, a4 = k_v[None, None, :, None], alpha_v[None, None, None, :]
-    grid = price_speculation(hw_spec, target, workload, spec_drafter, timing, b4, c4, k4, a4,
-                             extra_draft_pass=extra_draft_pass)
+    grid = price_speculation(scenario, b4, c4, k4, a4)
     shape = (batch_v.size, ctx_v.size, k_v.size, alpha_v.size)
-    fits = _get_fits(hw_spec, target, workload, spec_drafter, b4[..., 0], c4[..., 0], k4[..., 0])
     return SweepResult(
-        hardware=get_short_name(hw_spec), model=get_short_name(target), draft=spec_drafter.name,
-        batch=batch_v, context_tokens=ctx_v, k=k_v, alpha=alpha_v,
+        hardware=get_short_name(scenario.hardware), model=get_short_name(scenario.model),
+        draft=scenario.drafter.name, batch=batch_v, context_tokens=ctx_v, k=k_v, alpha=alpha_v,
         speedup=np.broadcast_to(grid.speedup, shape),
         expected_tokens=np.broadcast_to(grid.expected_tokens, shape),
         step_time_s=np.broadcast_to(grid.step_time_s, shape),
         target_decode_time_s=np.broadcast_to(grid.target_decode_time_s, shape)[:, :, 0, 0],
-        draft_step_time_s=np.broadcast_to(grid.draft_step_time_s, shape)[:, :, 0, 0],
+        draft_step_time_s=np.broadcast_to(grid.draft_step_time_s, shape)[..., 0],
         verify_step_time_s=np.broadcast_to(grid.verify_step_time_s, shape)[..., 0],
-        fits_in_memory=fits,
-        tensor_parallel=workload.tensor_parallel,
+        fits_in_memory=np.broadcast_to(grid.fits_in_memory, shape)[..., 0],
+        tensor_parallel=scenario.workload.tensor_parallel,
+        draft_tensor_parallel=None if scenario.draft_workload is None else scenario.draft_workload.tensor_parallel,
+        warnings=scenario.warnings,
     )
-
-
-def _get_fits(hw, target, workload, drafter: Drafter, batch, ctx, k):
-    """Target and draft weights + both KV caches + the verify step's activations fit in device memory."""
-    fit = get_workload_memory_fit(hw, target, workload, k + 1, batch, ctx)
-    total = fit.total_bytes
-    if drafter.kind == "model":
-        draft_tp = drafter.tensor_parallel or 1
-        total = total + drafter.model.get_weight_bytes(workload.weight_dtype) / draft_tp + get_kv_cache_bytes(
-            drafter.model, batch, ctx + k + 1, workload.kv_dtype, draft_tp)
-    return np.broadcast_to(total <= hw.memory_capacity_bytes, np.broadcast(batch, ctx, k).shape)

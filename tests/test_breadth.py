@@ -8,8 +8,8 @@ from hypothesis import strategies as st
 import rooflinesim
 from rooflinesim import load_hardware, load_model
 from rooflinesim.ops import get_expected_experts_touched, get_step_ops
-from rooflinesim.predict import build_workload, get_timing_model
-from rooflinesim.speculative import Drafter, price_speculation
+from rooflinesim.scenario import build_scenario
+from rooflinesim.speculative import price_speculation
 from rooflinesim.step import get_step_cost
 
 from .strategies import hardware_names, model_names, workloads
@@ -54,12 +54,16 @@ def test_kv_heads_are_replicated_when_tp_exceeds_them():
 
 @settings(max_examples=40, deadline=None)
 @given(hw=hardware_names, model=model_names, w=workloads())
-def test_tp1_equals_the_base_model_exactly(hw, model, w):
+def test_tp1_has_no_collectives_and_tp2_halves_every_sharded_linear(hw, model, w):
     hw, model = load_hardware(hw), load_model(model)
-    base = get_step_cost(hw, model, **w)
     tp1 = get_step_cost(hw, model, tensor_parallel=1, **w)
-    assert float(tp1.step_time_s) == float(base.step_time_s)
-    assert [op.name for op in tp1.ops] == [op.name for op in base.ops]
+    assert not [op for op in tp1.ops if op.kind in ("allreduce", "allgather")]
+    if model.num_attention_heads % 2 or model.num_kv_heads % 2 or model.is_mla:
+        return
+    tp2 = {op.name: op for op in get_step_cost(hw, model, tensor_parallel=2, **w).ops}
+    for op in tp1.ops:  # Megatron layout: every projection's weight is split in two (vocab rounded up)
+        if op.kind == "linear" and op.name in tp2 and op.name not in ("router", "lm_head"):
+            assert float(np.max(tp2[op.name].weight_bytes)) * 2 == pytest.approx(float(np.max(op.weight_bytes)))
 
 
 def test_tp_in_predict_json_and_memory_per_device():
@@ -67,9 +71,24 @@ def test_tp_in_predict_json_and_memory_per_device():
     four = rooflinesim.predict(hw="h100", model="llama-3.1-70b", tp=4, draft_tp=1, draft="llama-3.2-1b").to_dict()
     assert four["workload"]["tensor_parallel"] == 4
     assert not one["memory"]["fits_in_memory"] and four["memory"]["fits_in_memory"]
-    assert four["memory"]["weight_bytes"] == pytest.approx(one["memory"]["weight_bytes"] / 4)
+    draft_bytes = load_model("llama-3.2-1b").get_weight_bytes("bf16")  # --draft-tp 1: the whole draft on each device
+    assert four["memory"]["includes_draft"] and not one["memory"]["includes_draft"]
+    assert four["memory"]["weight_bytes"] == pytest.approx(one["memory"]["weight_bytes"] / 4 + draft_bytes)
     assert four["decode"]["step_time_s"] < one["decode"]["step_time_s"] / 2.5
     assert four["speculative"]["draft_step_time_s"] > 0
+
+
+def test_draft_tp_defaults_to_the_target_tp_in_time_and_memory_alike():
+    """Regression: without --draft-tp the draft's time used the target's TP but its memory fit assumed TP 1."""
+    from rooflinesim.scenario import build_scenario
+
+    s = build_scenario("h100", "llama-3.1-70b", 8, 4096, tp=4, draft="llama-3.1-8b")
+    assert s.draft_workload.tensor_parallel == 4
+    shared = s.get_memory_fit(k=4).weight_bytes
+    target_only = load_model("llama-3.1-70b").get_weight_bytes("bf16") / 4
+    assert shared - target_only == pytest.approx(load_model("llama-3.1-8b").get_weight_bytes("bf16") / 4)
+    odd = build_scenario("h100", "llama-3.1-70b", 8, 4096, tp=8, draft="qwen2.5-0.5b")  # 14 heads: not over 8
+    assert odd.draft_workload.tensor_parallel == 1 and any("unsharded" in w for w in odd.warnings)
 
 
 def test_tp_bad_input(capsys):
@@ -119,14 +138,13 @@ def test_moe_speculation_vs_a_dense_model_of_the_same_active_size():
     hw, moe = load_hardware("h100"), load_model("mixtral-8x7b")
     dense = _dense_equivalent(moe)
     assert dense.params == pytest.approx(moe.active_params, rel=0.01)
-    workload, _ = build_workload(moe, 1, 4096, tp=2, hw=hw)
-    timing = get_timing_model(hw)
-    drafter = Drafter("ngram")  # a free drafter isolates the verify cost
     batch = np.array([1, 2, 4, 8, 16, 32, 64, 128])[:, None]
     k = np.arange(0, 9)[None, :]
     results = {}
     for name, model in (("moe", moe), ("dense", dense)):
-        grid = price_speculation(hw, model, workload, drafter, timing, batch, 4096, k, 0.7)
+        # a free drafter isolates the verify cost
+        scenario = build_scenario(hw, model, 1, 4096, tp=2, drafter="ngram", alpha=0.7)
+        grid = price_speculation(scenario, batch, 4096, k, 0.7)
         results[name] = grid.speedup.max(axis=1)
     moe_s, dense_s = results["moe"], results["dense"]
     assert moe_s[0] < 0.5 * dense_s[0]

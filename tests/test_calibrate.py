@@ -160,7 +160,7 @@ def test_atomic_write_leaves_old_file_on_failure(tmp_path, monkeypatch):
         raise OSError("disk full")
 
     monkeypatch.setattr(os, "fsync", boom)
-    with pytest.raises(OSError):
+    with pytest.raises(InputError, match="disk full"):  # one line for the user, not a traceback
         write_profile(make_profile(name="new"), target)
     assert target.read_text() == before
     assert [p.name for p in tmp_path.iterdir()] == ["p.yaml"]  # no temporary file left behind
@@ -230,7 +230,7 @@ def test_measured_timing_prices_every_op_of_a_step():
     for op in get_step_ops(load_model("tiny-llama-123m"), np.array([1, 8]), 1024, 5, "fp32", "fp32", "fp32"):
         t = timing.get_op_time(op, "fp32")
         assert t.time_s.shape == (2,) and np.all(t.time_s > 0), op.name
-    assert timing.get_step_overhead_s(8) == pytest.approx(8 * 100e-6 + 50e-6)
+    assert timing.get_step_overhead_s(8, "fp32") == pytest.approx(8 * 100e-6 + 50e-6)
 
 
 def test_in_model_scale_multiplies_every_op_time():
@@ -241,7 +241,7 @@ def test_in_model_scale_multiplies_every_op_time():
     t1, t2 = MeasuredTiming.from_spec(base).for_step(ops), MeasuredTiming.from_spec(scaled).for_step(ops)
     for op in ops:
         assert float(t2.get_op_time(op, "fp32").time_s) == pytest.approx(1.5 * float(t1.get_op_time(op, "fp32").time_s))
-    assert t2.get_step_overhead_s(8) == t1.get_step_overhead_s(8)  # dispatch is not scaled
+    assert t2.get_step_overhead_s(8, "fp32") == t1.get_step_overhead_s(8, "fp32")  # dispatch is not scaled
 
 
 WARM_BW = 3 * BW_TRUE
@@ -454,17 +454,20 @@ def test_decoder_kv_cache_rollback_matches_a_fresh_run():
 def test_speculative_loop_prices_the_first_draft_step_cold_and_the_rest_warm():
     """In the loop the target's verify runs between the last and the first draft step: that one streams the draft
     from memory (both models' weights count), the following k - 1 reuse the cached draft."""
-    from rooflinesim.speculative import Drafter, get_draft_step_time_s, price_speculation
-    from rooflinesim.specs import Workload
+    from rooflinesim.scenario import build_scenario
+    from rooflinesim.speculative import get_draft_step_time_s, price_speculation
 
     hw = _with_cache(make_profile(), (1e7, 1e8, 1e9), (2.0, 1.5, 1.0))
-    timing = MeasuredTiming.from_spec(hw)
-    target, draft = load_model("tiny-llama-123m"), load_model("tiny-draft-2l")
-    workload = Workload(batch=1, context_tokens=1024, weight_dtype="fp32", kv_dtype="fp32", activation_dtype="fp32")
-    drafter = Drafter("model", draft)
-    grid = price_speculation(hw, target, workload, drafter, timing, 1, 1024, np.array([1, 4]), 0.8)
+    scenario = build_scenario(hw, "tiny-llama-123m", 1, 1024, weight_dtype="fp32", draft="tiny-draft-2l")
+    timing = scenario.timing
+    grid = price_speculation(scenario, 1, 1024, np.array([1, 4]), 0.8)
+    target = scenario.model
     target_bytes = float(get_step_cost(hw, target, 1, 1024, 1, "fp32", "fp32", "fp32", timing=timing).weight_bytes)
-    warm = float(get_draft_step_time_s(hw, target, workload, drafter, timing, 1, 1024))
-    cold = float(get_draft_step_time_s(hw, target, workload, drafter, timing.with_co_resident(target_bytes), 1, 1024))
+    warm = float(get_draft_step_time_s(scenario, timing, 1, 1024))
+    cold = float(get_draft_step_time_s(scenario, timing.with_co_resident(target_bytes), 1, 1024))
     assert cold > 1.2 * warm
+    assert grid.draft_cold_step_time_s == pytest.approx(cold) and grid.draft_warm_step_time_s == pytest.approx(warm)
     assert grid.draft_step_time_s == pytest.approx([cold, (cold + 3 * warm) / 4])
+    # what the step time sums is what is reported: k x mean draft step + verify
+    assert grid.step_time_s == pytest.approx(np.array([1, 4]) * grid.draft_step_time_s + grid.verify_step_time_s,
+                                             rel=1e-12)

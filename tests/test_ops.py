@@ -7,7 +7,7 @@ from hypothesis import strategies as st
 
 from rooflinesim import load_hardware, load_model
 from rooflinesim.ops import get_attention_pairs, get_kv_tokens_read, get_step_ops
-from rooflinesim.roofline import DatasheetTiming
+from rooflinesim.timing import DatasheetTiming
 from rooflinesim.step import get_step_cost
 
 

@@ -65,12 +65,13 @@ def test_roofline_points_lie_under_the_datasheet_roofline():
             assert np.all(y <= np.minimum(bw * x, peak) * (1 + 1e-9))
 
 
-def test_roofline_draws_measured_ceilings_of_a_profile():
+def test_roofline_refuses_a_calibration_that_is_not_a_profile():
+    from rooflinesim.registry import SpecError
+
     hw = load_hardware("cpu")
-    # a spec given as the calibration without a measured block: its own figures are drawn as measured
-    fig = plots.plot_roofline("cpu", "tiny-llama-123m", batch=[1, 4], ctx=[256], calibration=hw)
-    labels = [line.get_label() for line in fig.axes[0].lines]
-    assert sum(label.startswith("measured") for label in labels) == len(hw.peak_flops_per_s)
+    with pytest.raises(SpecError, match="not a measured profile"):
+        plots.plot_roofline("cpu", "tiny-llama-123m", batch=[1, 4], ctx=[256], calibration=hw)
+    # a spec without per-dtype measurements falls back to its own figures
     assert plots.get_measured_ceilings(hw)[0][1] == hw.memory_bandwidth_bytes_per_s
 
 

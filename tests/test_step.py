@@ -7,7 +7,7 @@ from hypothesis import strategies as st
 
 from rooflinesim import load_hardware, load_model
 from rooflinesim.ops import _linear
-from rooflinesim.roofline import DatasheetTiming
+from rooflinesim.timing import DatasheetTiming
 from rooflinesim.step import get_max_batch, get_memory_fit, get_step_cost
 
 from .strategies import batches, contexts, hardware_names, model_names, workloads

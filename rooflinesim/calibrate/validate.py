@@ -24,19 +24,20 @@ import datetime as _dt
 import json
 import random
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import numpy as np
 import torch
 
 from ..registry import load_hardware, load_model
-from ..roofline import DatasheetTiming
-from ..specs import InputError, Workload
-from ..speculative import Drafter, get_expected_tokens, price_speculation
-from ..step import get_step_cost
+from ..scenario import Scenario, build_scenario
+from ..specs import InputError
+from ..speculative import get_break_even_batch, get_expected_tokens, price_speculation
+from ..step import get_workload_step
+from ..timing import DatasheetTiming
 from . import model as M
-from .profile import MeasuredTiming, load_profile, write_text_atomic
+from .profile import load_profile, write_text_atomic
 from .timers import Device, Timer, Timing, get_torch_dtype
 
 SPEC_BATCHES = (1, 2, 4, 8, 16, 32)
@@ -79,16 +80,11 @@ def _summary(errors) -> dict:
 
 
 def _break_even(batches, speedups) -> int | None:
-    """The batch from which speculation stops paying for good: the smallest grid batch at which the speedup is below
-    1 there and at every larger batch of the grid (a serving engine's 'disable speculation above this batch'
-    threshold); None if it still pays at the largest batch. A dip below 1 followed by recovery (the small-M GEMM
-    saw-tooth of a CPU can do this) is not a break-even; the same definition as `SweepResult.break_even_batch`."""
-    result = None
-    for b, s in sorted(zip(batches, speedups), reverse=True):
-        if s >= 1.0:
-            break
-        result = int(b)
-    return result
+    """The batch from which speculation stops paying for good (`speculative.get_break_even_batch`, the definition
+    sweeps use); None where it still pays at the largest batch."""
+    order = np.argsort(batches)
+    batch = int(get_break_even_batch(np.asarray(batches)[order], np.asarray(speedups)[order] >= 1.0))
+    return None if batch < 0 else batch
 
 
 def _grid_steps_between(batches, a, b) -> int:
@@ -197,15 +193,22 @@ def run_validation(profile_path: str, device: Device, dtype: str | None = None, 
     if measured.provenance.device_kind != device.kind:
         raise InputError(f"{profile_path} was measured on {measured.provenance.device_name}, not on a {device.kind} "
                          "device: validate it where it was measured")
-    timing = MeasuredTiming.from_spec(hw)
     base_name = roofline_hw or measured.base_hardware
     try:
         base = load_hardware(base_name)
     except Exception:
         base = hw  # no shipped spec for this device: the profile's own fitted peaks
         base_name = f"{hw.measured.profile_name} (fitted peaks)"
-    roofline = DatasheetTiming.speed_of_light(base)
     target_spec, draft_spec = load_model(target), load_model(draft)
+    ctx = SPEC_CONTEXT if not tiny else 256
+
+    def scenarios(b) -> tuple[Scenario, Scenario]:
+        """The calibrated scenario at batch b and the same deployment priced at the base device's speed of light."""
+        calibrated = build_scenario(hw, target_spec, b, ctx, weight_dtype=dtype, kv_dtype=dtype, activation_dtype=dtype,
+                                    draft=draft_spec, alpha=SPEC_ALPHA, k=SPEC_K, allow_long_context=True)
+        roof = build_scenario(base, target_spec, b, ctx, weight_dtype=dtype, kv_dtype=dtype, activation_dtype=dtype,
+                              draft=draft_spec, alpha=SPEC_ALPHA, k=SPEC_K, allow_long_context=True)
+        return calibrated, replace(roof, timing=DatasheetTiming.speed_of_light(base))
     grid = Grid.make(quick, tiny)
     started = time.perf_counter()
     max_ctx = max(grid.decode_contexts + grid.draft_contexts + (SPEC_CONTEXT,))
@@ -263,9 +266,11 @@ def run_validation(profile_path: str, device: Device, dtype: str | None = None, 
     rows = []
     for kind, b, s, q in configs:
         t = Timing(tuple(samples[(kind, b, s, q)]))
-        spec = draft_spec if kind == "draft" else target_spec
-        calibrated = get_step_cost(hw, spec, b, s, q, dtype, dtype, dtype, timing=timing)
-        uncalibrated = get_step_cost(base, spec, b, s, q, dtype, dtype, dtype, timing=roofline)
+        priced = []
+        for sc in scenarios(b):
+            spec, workload = ((sc.drafter.model, sc.draft_workload) if kind == "draft" else (sc.model, sc.workload))
+            priced.append(get_workload_step(sc.hardware, spec, workload, q, sc.timing, s, b))
+        calibrated, uncalibrated = priced
         rows.append({
             "kind": kind, "batch": b, "context_tokens": s, "new_tokens": q,
             "measured_s": t.estimate_s, "measured_spread": t.spread, "measured_median_s": t.median_s,
@@ -273,15 +278,10 @@ def run_validation(profile_path: str, device: Device, dtype: str | None = None, 
         })
 
     spec_rows = []
-    ctx = SPEC_CONTEXT if not tiny else 256
     expected = float(get_expected_tokens(SPEC_K, SPEC_ALPHA))
     for b in grid.spec_batches:
         run = spec_runs[b]
-        workload = Workload(batch=b, context_tokens=ctx, weight_dtype=dtype, kv_dtype=dtype, activation_dtype=dtype)
-        pred = price_speculation(hw, target_spec, workload, Drafter("model", draft_spec), timing, b, ctx, SPEC_K,
-                                 SPEC_ALPHA)
-        roof = price_speculation(base, target_spec, workload, Drafter("model", draft_spec), roofline, b, ctx, SPEC_K,
-                                 SPEC_ALPHA)
+        pred, roof = (price_speculation(sc, b, ctx, SPEC_K, SPEC_ALPHA) for sc in scenarios(b))
         t_dec, t_it = run["decode"].estimate_s, run["iteration"].estimate_s
         spec_rows.append({
             "batch": b, "context_tokens": ctx, "k": SPEC_K, "alpha": SPEC_ALPHA,

@@ -1,51 +1,20 @@
-"""Per-op cost x hardware -> time. Knows hardware, not transformers.
+"""The datasheet roofline: per-op time from a spec's peaks, achievable fractions and a per-kernel overhead.
 
 time per op instance = max(FLOPs / (peak x compute fraction), bytes / (bandwidth x memory fraction)) + overhead,
-applied per op and then summed (never one max over step totals). Two timing models share this interface:
-
-* `DatasheetTiming`: the formula above with the spec's fractions and overhead (the *expected* time), or with
-  fractions 1 and no overhead (`speed_of_light`: the *roofline* time).
-* a measured timing model (rooflinesim.calibrate.profile) built from a calibration profile's tables.
+applied per op and then summed (never one max over step totals). `expected` uses the spec's documented fractions and
+overhead; `speed_of_light` uses fractions of 1 and no overhead (the *roofline* time). Collectives of tensor
+parallelism are timed by the interconnect (`get_collective_time`), whatever the timing model.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Protocol
 
 import numpy as np
 
-from .ops import COLLECTIVE_KINDS, MATMUL_KINDS, OpCost
-from .specs import HardwareSpec, InputError
-
-
-@dataclass(frozen=True)
-class OpTime:
-    """Time of all `count` instances of one op in a step, arrays over the workload grid."""
-
-    compute_time_s: np.ndarray
-    memory_time_s: np.ndarray
-    overhead_s: np.ndarray
-    time_s: np.ndarray
-    compute_bound: np.ndarray  # bool
-
-
-class TimingModel(Protocol):
-    name: str
-
-    def get_op_time(self, op: OpCost, compute_dtype: str) -> OpTime: ...
-
-    def get_step_overhead_s(self, num_layers: int) -> float: ...
-
-    # Optional: `for_step(ops) -> TimingModel` binds the model to one step's ops (a measured profile reads the step's
-    # weight working set from them); `get_step_cost` calls it when present.
-
-
-def get_op_peak_flops_per_s(hw: HardwareSpec, op: OpCost, compute_dtype: str) -> float:
-    """Matmul-like ops run at the compute dtype's peak; elementwise work at the fp32 (vector) peak."""
-    if op.kind in MATMUL_KINDS:
-        return hw.get_peak_flops_per_s(compute_dtype)
-    return hw.get_peak_flops_per_s("fp32")
+from ..ops import COLLECTIVE_KINDS, OpCost
+from ..specs import HardwareSpec, InputError
+from .base import OpTime, TimingModel, get_op_peak_flops_per_s
 
 
 @dataclass(frozen=True)
@@ -75,11 +44,17 @@ class DatasheetTiming:
         overhead = np.full_like(compute, op.count * self.kernel_overhead_s)
         return OpTime(compute, memory, overhead, np.maximum(compute, memory) + overhead, compute > memory)
 
-    def get_step_overhead_s(self, num_layers: int) -> float:
+    def get_step_overhead_s(self, num_layers: int, compute_dtype: str) -> float:
         return 0.0
 
     def for_step(self, ops: list[OpCost]) -> "DatasheetTiming":
         return self
+
+    def with_co_resident(self, weight_bytes: float) -> "DatasheetTiming":
+        return self
+
+    def get_warnings(self, ops: list[OpCost], compute_dtype: str) -> list[str]:
+        return []
 
 
 def get_collective_time(op: OpCost, hw: HardwareSpec, bandwidth_fraction: float = 1.0) -> OpTime:
@@ -99,7 +74,7 @@ def get_collective_time(op: OpCost, hw: HardwareSpec, bandwidth_fraction: float 
     return OpTime(zero, transfer, latency, transfer + latency, zero.astype(bool))
 
 
-def get_op_time(timing: "TimingModel", hw: HardwareSpec, op: OpCost, compute_dtype: str,
+def get_op_time(timing: TimingModel, hw: HardwareSpec, op: OpCost, compute_dtype: str,
                 interconnect_fraction: float = 1.0) -> OpTime:
     """Collectives are timed by the interconnect; every other op by the timing model."""
     if op.kind in COLLECTIVE_KINDS:

@@ -1,0 +1,92 @@
+"""Writing files the tool produces: never half-written, and the target checked before any long work starts.
+
+Every file goes to a temporary sibling, is flushed and fsynced, then renamed over the target (`os.replace` is atomic
+on POSIX and Windows), so a crash, a full disk or Ctrl-C leaves the old file or none, never a truncated one.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import tempfile
+from pathlib import Path
+from typing import IO, Iterator
+
+from .specs import InputError
+
+
+def check_output_path(path: str | Path, what: str = "output", suffixes: tuple[str, ...] = ()) -> Path:
+    """Fail early, with one line, when `path` cannot be written: a folder, a missing or read-only parent folder, or
+    a wrong suffix. Called before any long work starts."""
+    path = Path(path)
+    if suffixes and path.suffix.lower() not in suffixes:
+        raise InputError(f"{what} {str(path)!r} must end in {' or '.join(suffixes)}")
+    if path.is_dir():
+        raise InputError(f"{what} {str(path)!r} is a folder; give a file name")
+    parent = path.parent if str(path.parent) else Path(".")
+    if not parent.is_dir():
+        raise InputError(f"{what} folder does not exist: {str(parent)!r}")
+    if not os.access(parent, os.W_OK | os.X_OK):
+        raise InputError(f"{what} folder is not writable: {str(parent)!r}")
+    if path.exists() and not os.access(path, os.W_OK):
+        raise InputError(f"{what} {str(path)!r} exists and is not writable")
+    return path
+
+
+def check_output_dir(path: str | Path, what: str = "output folder") -> Path:
+    """A folder to write into: created if missing (with its parents), and writable."""
+    path = Path(path)
+    if path.exists() and not path.is_dir():
+        raise InputError(f"{what} {str(path)!r} is a file, not a folder")
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise InputError(f"{what} {str(path)!r} cannot be created: {exc.strerror}") from None
+    if not os.access(path, os.W_OK | os.X_OK):
+        raise InputError(f"{what} {str(path)!r} is not writable")
+    return path
+
+
+@contextlib.contextmanager
+def open_atomic(path: str | Path, mode: str = "w") -> Iterator[IO]:
+    """Open a temporary sibling of `path` for writing; on a clean exit it is fsynced and renamed over `path`, on
+    any exception it is removed and `path` is left as it was. An OSError becomes a one-line InputError."""
+    path = Path(path)
+    try:
+        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=str(path.parent or Path(".")))
+    except OSError as exc:
+        raise InputError(f"cannot write {str(path)!r}: {exc.strerror}") from None
+    try:
+        with os.fdopen(fd, mode) as f:
+            yield f
+            f.flush()
+            os.fsync(f.fileno())
+        umask = os.umask(0)
+        os.umask(umask)
+        os.chmod(tmp, 0o666 & ~umask)  # mkstemp makes 0600; the result is an ordinary file
+        os.replace(tmp, path)
+    except BaseException as exc:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        if isinstance(exc, OSError):
+            raise InputError(f"cannot write {str(path)!r}: {exc.strerror or exc}") from None
+        raise
+
+
+def write_text_atomic(path: str | Path, text: str) -> Path:
+    """Write text via a temporary sibling + fsync + rename: the target is never half-written."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open_atomic(path, "w") as f:
+        f.write(text)
+    return path
+
+
+def write_bytes_atomic(path: str | Path, data: bytes) -> Path:
+    path = Path(path)
+    with open_atomic(path, "wb") as f:
+        f.write(data)
+    return path
+
+
+__all__ = ["check_output_path", "check_output_dir", "open_atomic", "write_text_atomic", "write_bytes_atomic"]

@@ -1,0 +1,30 @@
+"""Charts of the model's answers. Every `plot_*` function returns a matplotlib Figure; every chart's numbers come
+from a `get_*_data` function of the same module that computes them from a Scenario without drawing.
+
+matplotlib is imported inside the drawing code (never at module import), so nothing on the `predict` path pulls it
+in. Figures are built with the object-oriented API on an Agg canvas (no pyplot, no global figure state): save them
+with `fig.savefig(path)`, or show them in a notebook after `%matplotlib inline`.
+
+Each chart takes a `Scenario` (`rooflinesim.scenario.build_scenario`) or the same names and options as `predict`,
+and an optional `ax` to draw into an existing axes (the function then returns that axes' figure).
+
+| module | function | shows |
+|---|---|---|
+| `roofline` | `plot_roofline` | the roofline of a device (memory and compute ceilings per dtype, measured ceilings of a profile) with prefill, decode and verify steps placed on it |
+| `speedup` | `plot_speedup_map` | best speculative speedup over batch x context, the speedup = 1 break-even contour, best k per cell |
+| `speedup` | `plot_speedup_vs_k` | speedup vs draft length for several acceptance rates, step model beside Leviathan's closed form |
+| `breakdown` | `plot_step_breakdown` | one step's expected time vs context, stacked by what dominates each op |
+| `validation` | `plot_validation` | predicted vs measured step times and speedups from a `rooflinesim validate` report |
+"""
+
+from .breakdown import get_breakdown_data, get_step_breakdown, plot_step_breakdown
+from .common import BREAKDOWN_COMPONENTS, COLORS, get_measured_ceilings, get_scenario
+from .roofline import get_roofline_data, plot_roofline
+from .speedup import get_speedup_map_data, get_speedup_vs_k_data, plot_speedup_map, plot_speedup_vs_k
+from .validation import load_validation_report, plot_validation
+
+__all__ = [
+    "plot_roofline", "plot_speedup_map", "plot_speedup_vs_k", "plot_step_breakdown", "plot_validation",
+    "get_roofline_data", "get_speedup_map_data", "get_speedup_vs_k_data", "get_breakdown_data", "get_step_breakdown",
+    "get_measured_ceilings", "get_scenario", "load_validation_report", "BREAKDOWN_COMPONENTS", "COLORS",
+]

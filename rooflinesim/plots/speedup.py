@@ -1,0 +1,189 @@
+"""Speculation charts: the best-speedup map over batch x context, and speedup vs draft length."""
+
+from __future__ import annotations
+
+from typing import Sequence
+
+import numpy as np
+
+from ..acceptance import leviathan_walltime_improvement
+from ..scenario import Scenario
+from ..specs import InputError
+from ..speculative import get_best_k_index
+from ..sweep import SweepResult, sweep_scenario
+from ..units import format_count
+from .common import COLORS, _boundary_segments, _new_figure, _tp_label, get_scenario
+
+
+def get_speedup_map_data(scenario: Scenario) -> tuple[SweepResult, dict]:
+    """The speedup map's cells from the scenario's sweep (one alpha): per (batch, context) the best speedup over
+    the k >= 1 that fit in memory (over all k >= 1 where none fits), that k, and whether it fits."""
+    if len(scenario.acceptance.alphas or ()) != 1:
+        raise InputError(f"a speedup map takes one acceptance rate, got {scenario.acceptance.alphas}")
+    result = sweep_scenario(scenario)
+    spec = result.k > 0
+    if not spec.any():
+        raise InputError("the speedup map needs some k >= 1")
+    speedup, fits = result.speedup[:, :, spec, 0], result.fits_in_memory[:, :, spec]
+    index = get_best_k_index(speedup, fits, axis=2)
+    pick = lambda values: np.take_along_axis(values, index[..., None], axis=2)[..., 0]  # noqa: E731
+    return result, {"best_speedup": pick(speedup), "best_k": result.k[spec][index], "fits": pick(fits)}
+
+
+def plot_speedup_map(
+    hw="h100",
+    model="llama-3.1-8b",
+    draft=None,
+    alpha: float = 0.8,
+    batch: Sequence[int] = tuple(2**i for i in range(11)),
+    ctx: Sequence[int] = tuple(2**i for i in range(9, 18)),
+    k: Sequence[int] = tuple(range(0, 9)),
+    annotate: bool = True,
+    colorbar: bool = True,
+    ax=None,
+    **options,
+):
+    """Heatmap of the best speculative speedup (best over k >= 1 in `k`) over batch (rows) x context (columns).
+
+    `hw` is a Scenario or a hardware name; other deployment options are `build_scenario`'s. The solid black contour
+    is speedup = 1 (break-even: on its low side even the best k loses to plain decoding). Each cell is annotated
+    with its speedup and the best k. Hatched cells do not fit in device memory at any k >= 1 (target + draft
+    weights, both KV caches, verify activations); they are priced as if they did.
+    """
+    from matplotlib.collections import LineCollection
+    from matplotlib.colors import TwoSlopeNorm
+    from matplotlib.lines import Line2D
+    from matplotlib.patches import Patch, Rectangle
+
+    scenario = get_scenario(hw, model, batch, ctx, draft=draft, alpha=alpha,
+                            k_values=sorted({int(x) for x in np.atleast_1d(k)} | {0}),
+                            allow_long_context=options.pop("allow_long_context", True), **options)
+    result, cells = get_speedup_map_data(scenario)
+    best, best_k, fits = cells["best_speedup"], cells["best_k"], cells["fits"]
+    alpha_value = float(result.alpha[0])
+    k_values = result.k
+    n_b, n_c = best.shape
+    fig, (ax,) = _new_figure((max(7.0, 0.8 * n_c + 3), max(5.0, 0.42 * n_b + 2.2)), ax)
+    lo, hi = float(best.min()), float(best.max())
+    norm = TwoSlopeNorm(vcenter=1.0, vmin=min(lo, 0.9), vmax=max(hi, 1.1))
+    mesh = ax.pcolormesh(np.arange(n_c + 1) - 0.5, np.arange(n_b + 1) - 0.5, best, cmap="RdBu", norm=norm)
+    handles = []
+    pays = best >= 1.0
+    segments = _boundary_segments(pays)
+    if segments:
+        ax.add_collection(LineCollection(segments, colors="black", linewidths=2.4, capstyle="round"))
+        handles.append(Line2D([], [], color="black", linewidth=2.4, label="speedup = 1 boundary (break-even)"))
+    else:
+        handles.append(Line2D([], [], linestyle="none",
+                              label="no break-even in this range: " + ("always pays" if pays.all() else "never pays")))
+    note = ""
+    if not fits.any():
+        note = " - exceeds device memory everywhere (priced as if it fitted)"
+    elif not fits.all():
+        for i, j in zip(*np.nonzero(~fits)):
+            ax.add_patch(Rectangle((j - 0.5, i - 0.5), 1, 1, fill=False, hatch="///", edgecolor="0.35", linewidth=0))
+        handles.append(Patch(facecolor="white", hatch="///", edgecolor="0.35",
+                             label="exceeds device memory (priced as if it fitted)"))
+    if annotate:
+        rgba = mesh.cmap(norm(best))
+        luminance = 0.299 * rgba[..., 0] + 0.587 * rgba[..., 1] + 0.114 * rgba[..., 2]
+        size = 7.5 if n_c <= 10 else 6.5
+        for i in range(n_b):
+            for j in range(n_c):
+                value = best[i, j]
+                digits = 3 if abs(value - 1.0) < 0.005 else 2  # never print 1.00 on the losing side of 1
+                ax.text(j, i, f"{value:.{digits}f}\nk={best_k[i, j]}", ha="center", va="center", fontsize=size,
+                        color="white" if luminance[i, j] < 0.45 else "black", linespacing=1.0)
+    ax.set_xticks(np.arange(n_c), [format_count(c) for c in result.context_tokens])
+    ax.set_yticks(np.arange(n_b), [str(b) for b in result.batch])
+    ax.set_xlabel("context (tokens already in the KV cache)")
+    ax.set_ylabel("batch (sequences decoded together)")
+    if colorbar:
+        bar = fig.colorbar(mesh, ax=ax, label="best speculative speedup over plain decoding (x)", shrink=0.9)
+        ticks = np.concatenate([np.linspace(norm.vmin, 1.0, 3), np.linspace(1.0, norm.vmax, 5)])
+        bar.set_ticks(np.unique(np.round(ticks, 2)))
+    w = scenario.workload
+    ax.set_title(f"{result.model} + draft {result.draft} on {result.hardware}{_tp_label(scenario)}: best speedup over "
+                 f"k = 1..{max(k_values)}\nalpha = {alpha_value:g}, weights {w.weight_dtype}, KV {w.kv_dtype}{note}",
+                 fontsize=10)
+    ax.legend(handles=handles, loc="upper center", bbox_to_anchor=(0.5, -0.12), ncol=len(handles), fontsize=8,
+              frameon=False)
+    return fig
+
+
+def get_speedup_vs_k_data(scenario: Scenario) -> dict:
+    """Per alpha: the step model's speedup over the scenario's k values at its one (batch, context), Leviathan's
+    closed form with c = draft step / target decode step from the same model, and the best k among those that fit."""
+    if not scenario.is_point:
+        raise InputError("speedup vs k takes one batch and one context")
+    result = sweep_scenario(scenario)
+    ks = result.k
+    c = float(result.draft_step_time_s[0, 0, -1] / result.target_decode_time_s[0, 0])
+    curves = result.speedup[0, 0]  # (n_k, n_alpha)
+    return {"result": result, "k": ks, "c": c, "speedup": curves,
+            "closed_form": np.stack([leviathan_walltime_improvement(a, ks, c) for a in result.alpha], axis=1),
+            "best_index": get_best_k_index(curves, result.fits_in_memory[0, 0][:, None], axis=0)}
+
+
+def plot_speedup_vs_k(
+    hw="h100",
+    model="llama-3.1-8b",
+    draft=None,
+    alpha: Sequence[float] = (0.6, 0.7, 0.8, 0.9),
+    batch: int = 1,
+    ctx: int = 4096,
+    k_max: int = 10,
+    ax=None,
+    **options,
+):
+    """Speedup vs draft length k for several acceptance rates: the step model (solid) and Leviathan's closed form
+    (dashed), (1 - a^(k+1)) / ((1 - a)(k c + 1)) with c = draft step time / target decode step time from the same step
+    model at this batch and context. The gap between them is what the closed form leaves out: the verify step over
+    k + 1 tokens costs more than one decode step (more FLOPs, KV reads, logits). Stars mark the best k of the step
+    model (among the k that fit in memory).
+    """
+    from matplotlib.lines import Line2D
+
+    if not 1 <= int(k_max) <= 16:
+        raise InputError(f"k_max must lie in 1..16, got {k_max}")
+    scenario = get_scenario(hw, model, batch, ctx, draft=draft, alpha=alpha, k_values=range(0, int(k_max) + 1),
+                            **options)
+    data = get_speedup_vs_k_data(scenario)
+    result, c = data["result"], data["c"]
+    batches, contexts = list(result.batch), list(result.context_tokens)
+    fig, (ax,) = _new_figure((8.5, 5.5), ax)
+    ks = data["k"]
+    gap = 0.0
+    for i, a in enumerate(result.alpha):
+        color = COLORS[i % len(COLORS)]
+        model_curve, closed = data["speedup"][:, i], data["closed_form"][:, i]
+        gap = max(gap, float(np.max(np.abs(closed - model_curve))))
+        ax.plot(ks, model_curve, marker="o", markersize=4, color=color, linewidth=3, alpha=0.55, zorder=2,
+                label=f"alpha = {a:g}")
+        ax.plot(ks, closed, linestyle="--", color=color, linewidth=1.5, zorder=3)
+        best = int(data["best_index"][i])
+        ax.plot([ks[best]], [model_curve[best]], marker="*", markersize=15, color=color, markeredgecolor="black",
+                zorder=6)
+        ax.annotate(f"k={ks[best]}: {model_curve[best]:.2f}x", (ks[best], model_curve[best]), textcoords="offset points",
+                    xytext=(0, 10), ha="center", fontsize=8, color=color, zorder=7,
+                    bbox=dict(boxstyle="round,pad=0.15", facecolor="white", edgecolor="none", alpha=0.85))
+    ax.axhline(1.0, color="grey", linestyle=":", linewidth=1)
+    handles, _ = ax.get_legend_handles_labels()
+    handles += [
+        Line2D([], [], color="black", linewidth=3, alpha=0.55, label="step model (verify priced at k + 1 tokens)"),
+        Line2D([], [], color="black", linestyle="--", linewidth=1.5,
+               label=f"Leviathan closed form, c = {c:.3f} (max gap {gap:.2f}x)"),
+        Line2D([], [], color="black", marker="*", linestyle="none", markersize=11, label="best k (step model)"),
+        Line2D([], [], color="grey", linestyle=":", label="speedup = 1 (plain decoding)"),
+    ]
+    ax.legend(handles=handles, loc="best", fontsize=8, ncol=2)
+    ax.set_xticks(ks)
+    ax.set_xlabel("draft length k (draft tokens per speculative step)")
+    ax.set_ylabel("speedup over plain decoding (x)")
+    ax.grid(True, alpha=0.3)
+    ax.set_ylim(bottom=min(0.0 + 0.9 * float(np.min(result.speedup)), 0.9))
+    ax.set_title(f"Speedup vs k: {result.model} + draft {result.draft} on {result.hardware}{_tp_label(scenario)}, "
+                 f"batch {batches[0]}, ctx {format_count(contexts[0])}, {scenario.workload.weight_dtype}", fontsize=10)
+    return fig
+
+

@@ -1,0 +1,72 @@
+"""Measured calibration profiles as files: load (any problem is a one-line SpecError), write atomically, and apply a
+profile's measured block to another hardware spec. numpy / pyyaml only: this is on the `predict` path.
+
+A profile is a HardwareSpec YAML (datasheet-like fields hold the *fitted effective* numbers) plus a `measured` block
+(`rooflinesim.specs.MeasuredProfile`); `rooflinesim.timing.MeasuredTiming` prices ops from it.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import yaml
+
+from .fileio import write_text_atomic
+from .registry import SpecError, load_spec_file
+from .specs import HardwareSpec
+
+
+def load_profile(path: str | Path) -> HardwareSpec:
+    """A measured profile from YAML; any problem (missing, truncated, corrupted, not a profile) is a SpecError."""
+    path = Path(path)
+    if not path.is_file():
+        raise SpecError(f"calibration profile not found: {path}")
+    spec = load_spec_file(path, HardwareSpec)
+    if spec.measured is None:
+        raise SpecError(f"{path}: not a measured profile (no 'measured' block); write one with 'rooflinesim calibrate'")
+    return spec
+
+
+def dump_profile_yaml(spec: HardwareSpec) -> str:
+    data = spec.model_dump(mode="json", exclude_none=True)
+    header = (
+        "# Measured profile written by `rooflinesim calibrate`: the HardwareSpec schema with fitted effective\n"
+        "# numbers, plus the `measured` block (provenance, fitted parameters, residuals, tables).\n"
+    )
+    return header + yaml.safe_dump(data, sort_keys=False, width=120)
+
+
+def write_profile(spec: HardwareSpec, path: str | Path) -> Path:
+    """Validate (round-trip through the schema) and write a profile atomically."""
+    if spec.measured is None:
+        raise ValueError("write_profile needs a spec with a measured block")
+    text = dump_profile_yaml(spec)
+    HardwareSpec.model_validate(yaml.safe_load(text))  # never write what cannot be read back
+    return write_text_atomic(path, text)
+
+
+def _matches(hw: HardwareSpec, base: str) -> bool:
+    keys = {hw.name.lower(), *(a.lower() for a in hw.aliases)}
+    return base.lower() in keys
+
+
+def apply_calibration(hw_spec: HardwareSpec, path: str | Path | HardwareSpec) -> tuple[HardwareSpec, list[str]]:
+    """`--hw NAME --calibration FILE`: NAME's spec with FILE's measured block (its datasheet roofline is kept).
+
+    Warns when the profile was measured on a different device than NAME.
+    """
+    profile = path if isinstance(path, HardwareSpec) else load_profile(path)
+    if profile.measured is None:
+        raise SpecError(f"{profile.name}: not a measured profile (no 'measured' block)")
+    measured = profile.measured
+    warnings = []
+    if not (_matches(hw_spec, measured.base_hardware) or hw_spec.name == profile.name
+            or (hw_spec.measured is not None and hw_spec.measured.profile_name == measured.profile_name)):
+        warnings.append(
+            f"calibration profile {measured.profile_name} was measured on {measured.provenance.device_name} "
+            f"({measured.base_hardware}), not on {hw_spec.name}: its measured times are applied as they are"
+        )
+    return hw_spec.model_copy(update={"measured": measured}), warnings
+
+
+__all__ = ["load_profile", "dump_profile_yaml", "write_profile", "apply_calibration"]

@@ -1,0 +1,21 @@
+"""Timing models, peers behind one protocol: the datasheet roofline and a measured calibration profile."""
+
+from __future__ import annotations
+
+from ..specs import HardwareSpec
+from .base import OpTime, TimingModel, get_op_peak_flops_per_s
+from .datasheet import DatasheetTiming, get_collective_time, get_op_time
+from .measured import LinearModel, MeasuredTiming
+
+
+def get_timing_model(hw: HardwareSpec) -> TimingModel:
+    """The expected-time model of a spec: its measured profile's tables when it carries one, else the datasheet."""
+    if hw.measured is not None:
+        return MeasuredTiming.from_spec(hw)
+    return DatasheetTiming.expected(hw)
+
+
+__all__ = [
+    "OpTime", "TimingModel", "DatasheetTiming", "MeasuredTiming", "LinearModel", "get_timing_model",
+    "get_collective_time", "get_op_time", "get_op_peak_flops_per_s",
+]

@@ -1,0 +1,286 @@
+"""The measured timing model: per-op times from a calibration profile's tables and fits (numpy only, no torch).
+
+A profile is a HardwareSpec whose `measured` block (`rooflinesim.specs.MeasuredProfile`) holds, per compute dtype:
+
+* linear ops: the measured time of F.linear vs M per calibrated weight shape, interpolated log-log in M; for a
+  weight shape that was not calibrated, the ratio measured / fitted-roofline of the calibrated shapes is averaged
+  with Gaussian weights over the distance in (log2 in_features, log2 out_features) and applied to the fitted
+  roofline of the asked shape (so nothing depends on the shape being one that was measured);
+* attention: the fitted masked-SDPA model, c + a x KV bytes + b x FLOPs + s x score elements, for one query token
+  ('decode') and several ('multi'); several query tokens are never priced below one (they read the same KV cache
+  and do more work), which keeps the multi-token fit from undercutting decode where it extrapolates;
+* elementwise ops (norms, RoPE, activation, residuals, KV-cache write, embedding): per family c + bytes / bandwidth;
+* the linear tables are cold (weights rotating over a pool far above the last-level cache); a model whose weights
+  per step fit in the caches streams them faster between steps: the weight-streaming share of each linear is divided
+  by the measured cache-reuse speedup at the step's weight working set (`for_step` binds a step; `with_co_resident`
+  adds another model's weights, e.g. the target's for the drafter in a speculative loop);
+* weights stored narrower than the compute dtype (int8 / int4 / fp8 weight-only) were not measured: such a linear is
+  priced from the compute dtype's measurement with its weight streaming scaled to the stored bytes (never below the
+  call's compute time), and `get_warnings` says so;
+* every per-op time is multiplied by the profile's in-model scale (whole synthetic decoders timed as forward passes
+  vs the sum of their ops timed alone);
+* per-layer and per-step dispatch left over after the per-op times, via `get_step_overhead_s`.
+
+The model is immutable: `for_step` and `with_co_resident` return bound copies.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+
+import numpy as np
+
+from ..ops import OpCost
+from ..specs import DtypeProfile, HardwareSpec, InputError, LinearTable
+from ..units import get_dtype_bytes, normalize_dtype
+from .base import OpTime
+
+#: Width (in log2 units of in/out features) of the Gaussian that weighs calibrated weight shapes.
+SHAPE_KERNEL_LOG2 = 0.75
+
+#: op name -> elementwise family measured by `rooflinesim calibrate`.
+ELEMENTWISE_FAMILY = {
+    "attn_norm": "norm", "mlp_norm": "norm", "final_norm": "norm",
+    "rope": "rope", "mlp_act": "mlp_act", "attn_residual": "residual", "mlp_residual": "residual",
+    "kv_cache_write": "kv_cache_write", "embedding": "embedding",
+}
+
+
+@dataclass(frozen=True)
+class _Table:
+    k: int
+    n: int
+    log_m: np.ndarray
+    log_t: np.ndarray
+
+    @classmethod
+    def from_spec(cls, table: LinearTable) -> "_Table":
+        return cls(table.in_features, table.out_features, np.log(np.asarray(table.m, dtype=float)),
+                   np.log(np.asarray(table.time_s, dtype=float)))
+
+    def time_s(self, m) -> np.ndarray:
+        """Log-log interpolation in M; constant below the first M, linear in M (compute-bound) above the last."""
+        lm = np.log(np.maximum(np.asarray(m, dtype=float), 1.0))
+        inside = np.interp(lm, self.log_m, self.log_t)
+        above = self.log_t[-1] + (lm - self.log_m[-1])
+        return np.exp(np.where(lm > self.log_m[-1], above, inside))
+
+
+@dataclass(frozen=True)
+class LinearModel:
+    """Per-call F.linear time for any (M, K, N) of one dtype from the calibrated tables."""
+
+    tables: tuple[_Table, ...]
+    peak_flops_per_s: float
+    bandwidth_bytes_per_s: float
+    overhead_s: float
+    weight_bytes_per_element: float
+    kernel_log2: float = SHAPE_KERNEL_LOG2
+
+    def roofline_s(self, m, k, n) -> np.ndarray:
+        m = np.asarray(m, dtype=float)
+        flops = 2.0 * m * k * n
+        weight = k * n * self.weight_bytes_per_element
+        return np.maximum(flops / self.peak_flops_per_s, weight / self.bandwidth_bytes_per_s) + self.overhead_s
+
+    def get_shape_weights(self, k, n) -> np.ndarray:
+        """Gaussian weight of each calibrated shape for a (K, N) weight."""
+        d2 = np.array([(np.log2(k) - np.log2(t.k)) ** 2 + (np.log2(n) - np.log2(t.n)) ** 2 for t in self.tables])
+        return np.exp(-d2 / (2 * self.kernel_log2**2))
+
+    def time_s(self, m, k, n) -> np.ndarray:
+        m = np.asarray(m, dtype=float)
+        base = self.roofline_s(m, k, n)
+        if not self.tables:
+            return base
+        w = self.get_shape_weights(k, n)
+        if w.sum() < 1e-12:  # far from every calibrated shape: fall back to the nearest one's ratio
+            w = (w == w.max()).astype(float)
+        log_ratios = [np.log(t.time_s(m)) - np.log(self.roofline_s(m, t.k, t.n)) for t in self.tables]
+        ratio = sum(wi * lr for wi, lr in zip(w, log_ratios)) / w.sum()
+        return base * np.exp(ratio)
+
+
+@dataclass(frozen=True)
+class _DtypeModel:
+    profile: DtypeProfile
+    linear: LinearModel
+
+
+@dataclass(frozen=True)
+class MeasuredTiming:
+    """TimingModel from a measured profile (see the module docstring). Immutable."""
+
+    hw: HardwareSpec
+    models: dict[str, _DtypeModel]
+    profile_name: str
+    name: str = "measured"
+    step_weight_bytes: np.ndarray | None = None
+    co_resident_weight_bytes: float = 0.0
+
+    @classmethod
+    def from_spec(cls, hw: HardwareSpec) -> "MeasuredTiming":
+        if hw.measured is None:
+            raise InputError(f"{hw.name} carries no measured profile")
+        models = {}
+        for dtype, prof in hw.measured.dtypes.items():
+            linear = LinearModel(
+                tuple(_Table.from_spec(t) for t in prof.linear), prof.peak_flops_per_s,
+                prof.gemv_bandwidth_bytes_per_s, prof.linear_overhead_s, get_dtype_bytes(dtype),
+            )
+            models[dtype] = _DtypeModel(prof, linear)
+        return cls(hw, models, hw.measured.profile_name, name=f"measured:{hw.measured.profile_name}")
+
+    def for_step(self, ops: list[OpCost]) -> "MeasuredTiming":
+        """Bound to one step: the weights its ops read (plus any co-resident model's) are its cache working set."""
+        weight_bytes = sum(op.count * np.asarray(op.weight_bytes, dtype=float) for op in ops)
+        return replace(self, step_weight_bytes=np.asarray(weight_bytes, dtype=float) + self.co_resident_weight_bytes)
+
+    def with_co_resident(self, weight_bytes: float) -> "MeasuredTiming":
+        """Another model's weights pass through the caches between this model's steps (draft and target in a
+        speculative loop), so they count in the working set."""
+        return replace(self, co_resident_weight_bytes=float(weight_bytes))
+
+    @property
+    def dtypes(self) -> tuple[str, ...]:
+        return tuple(self.models)
+
+    def _model(self, compute_dtype: str) -> _DtypeModel:
+        dtype = normalize_dtype(compute_dtype)
+        if dtype not in self.models:
+            raise InputError(
+                f"calibration profile {self.profile_name} measured {', '.join(self.models)} only, not {dtype}; "
+                f"run 'rooflinesim calibrate --dtype {dtype}' or predict in a measured dtype"
+            )
+        return self.models[dtype]
+
+    def _cache_warmth(self, prof: DtypeProfile):
+        """How much of the step's weight working set is served from the caches: 0 (cold) .. 1 (as warm as the
+        smallest calibrated working set), from the measured cache-reuse curve."""
+        reuse = prof.cache_reuse
+        if reuse is None or self.step_weight_bytes is None or max(reuse.speedup) <= 1.0:
+            return 0.0
+        x = np.log(np.maximum(self.step_weight_bytes, 1.0))
+        speedup = np.interp(x, np.log(np.asarray(reuse.working_set_bytes)), np.asarray(reuse.speedup))
+        return (speedup - 1.0) / (max(reuse.speedup) - 1.0)
+
+    def get_linear_time_s(self, m, k, n, compute_dtype: str) -> np.ndarray:
+        """One F.linear call of x[M, K] @ W[N, K]^T with weights in the compute dtype (per instance)."""
+        return self._model(compute_dtype).linear.time_s(m, k, n)
+
+    def _linear_s(self, dm: _DtypeModel, op: OpCost) -> np.ndarray:
+        prof, linear = dm.profile, dm.linear
+        m, k, n = op.dims["m"], op.dims["k"], op.dims["n"]
+        per = linear.time_s(m, k, n)
+        weight = np.asarray(op.weight_bytes, dtype=float)
+        measured_weight = k * n * linear.weight_bytes_per_element
+        if np.any(weight < measured_weight * (1 - 1e-9)):
+            # narrower stored weights: the measured call streamed k x n compute-dtype elements; only the bytes
+            # differ, so take the difference off at the measured bandwidth, never below the call's compute time
+            floor = 2.0 * np.asarray(m, dtype=float) * k * n / prof.peak_flops_per_s + prof.linear_overhead_s
+            per = np.maximum(per - (measured_weight - weight) / prof.gemv_bandwidth_bytes_per_s,
+                             np.minimum(per, floor))
+        # the tables are cold; weights that stay cached between steps stream at the warm bandwidth whatever the
+        # shape (a shape's own cold inefficiency is a memory-side effect that the cache removes too), but the cache
+        # cannot take away more than the cold weight streaming (compute-bound calls keep their time)
+        if prof.cache_reuse is not None:
+            warmth = self._cache_warmth(prof)
+            cached = np.maximum(prof.linear_overhead_s + weight / prof.cache_reuse.warm_bandwidth_bytes_per_s,
+                                per - weight / prof.gemv_bandwidth_bytes_per_s)
+            per = per * (1.0 - warmth) + np.minimum(per, cached) * warmth
+        return per
+
+    def get_op_time(self, op: OpCost, compute_dtype: str) -> OpTime:
+        dm = self._model(compute_dtype)
+        prof = dm.profile
+        compute = op.count * op.flops / prof.peak_flops_per_s
+        memory = op.count * op.bytes / prof.gemv_bandwidth_bytes_per_s
+        if op.kind == "linear":
+            per = self._linear_s(dm, op)
+        elif op.kind == "attention":
+            per = self._attention_s(prof, op)
+        elif op.name in ELEMENTWISE_FAMILY and ELEMENTWISE_FAMILY[op.name] in prof.elementwise:
+            fit = prof.elementwise[ELEMENTWISE_FAMILY[op.name]]
+            per = fit.overhead_s + fit.coefficients.get("bytes", 0.0) * op.bytes
+        else:  # unfused attention pieces, MoE experts, anything not calibrated: the fitted roofline + one overhead
+            per = np.maximum(op.flops / prof.peak_flops_per_s, op.bytes / prof.gemv_bandwidth_bytes_per_s)
+            per = per + prof.linear_overhead_s
+        time = op.count * np.asarray(per, dtype=float) * prof.in_model_scale
+        time = np.broadcast_to(time, np.broadcast(time, compute).shape).astype(float)
+        overhead = np.maximum(time - np.maximum(compute, memory), 0.0)
+        return OpTime(compute + 0 * time, memory + 0 * time, overhead, time, compute > memory)
+
+    @staticmethod
+    def _attention_features(op: OpCost) -> dict[str, np.ndarray]:
+        d = op.dims
+        scores = np.asarray(d["batch"], dtype=float) * d["heads"] * np.asarray(d["q"], dtype=float) * d["kv_tokens"]
+        return {"kv_bytes": op.kv_read_bytes, "flops": op.flops, "scores": scores}
+
+    @staticmethod
+    def _one_token_features(op: OpCost) -> dict[str, np.ndarray]:
+        """The same attention for one query token on the same cached context: S + 1 keys instead of S + q (per
+        query-key pair the FLOPs are the same, so they scale with the pairs: S + 1 vs q S + q (q + 1) / 2)."""
+        d = op.dims
+        q = np.asarray(d["q"], dtype=float)
+        s = np.asarray(d["kv_tokens"], dtype=float) - q
+        pairs_q, pairs_1 = q * s + q * (q + 1) / 2, s + 1
+        return {"kv_bytes": op.kv_read_bytes * pairs_1 / (s + q), "flops": op.flops * pairs_1 / pairs_q,
+                "scores": np.asarray(d["batch"], dtype=float) * d["heads"] * pairs_1}
+
+    @staticmethod
+    def _attention_fit(prof: DtypeProfile, label: str, head_dim: int):
+        """The fit for 'decode' / 'multi' at the calibrated head_dim nearest (in log2) to the op's."""
+        fits = {}
+        for key, fit in prof.attention.items():
+            name, _, d = key.partition("_d")
+            fits.setdefault(name, []).append((abs(np.log2(int(d or head_dim)) - np.log2(head_dim)), key, fit))
+        candidates = fits.get(label) or [c for group in fits.values() for c in group]
+        return min(candidates, key=lambda c: (c[0], c[1]))[2]
+
+    def _attention_s(self, prof: DtypeProfile, op: OpCost) -> np.ndarray:
+        head_dim = int(op.dims["head_dim"])
+        q = np.asarray(op.dims["q"], dtype=float)
+
+        def fitted(label, features):
+            fit = self._attention_fit(prof, label, head_dim)
+            return fit.overhead_s + sum(fit.coefficients.get(n, 0.0) * v for n, v in features.items())
+
+        features = self._attention_features(op)
+        decode, multi = fitted("decode", features), fitted("multi", features)
+        # several query tokens read the same KV cache as one and do more work: never cheaper than one token on the
+        # same context (the two fits have different slopes, so far outside the measured range they can cross)
+        one_token = fitted("decode", self._one_token_features(op))
+        return np.where(q <= 1, decode, np.maximum(multi, one_token))
+
+    def get_step_overhead_s(self, num_layers: int, compute_dtype: str) -> float:
+        prof = self._model(compute_dtype).profile
+        return max(num_layers * prof.layer_overhead_s + prof.step_overhead_s, 0.0)
+
+    def get_warnings(self, ops: list[OpCost], compute_dtype: str) -> list[str]:
+        warnings = []
+        dm = self._model(compute_dtype)
+        narrow = [op.name for op in ops if op.kind == "linear" and np.any(
+            np.asarray(op.weight_bytes, dtype=float)
+            < op.dims["k"] * op.dims["n"] * dm.linear.weight_bytes_per_element * (1 - 1e-9))]
+        if narrow:
+            warnings.append(
+                f"profile {self.profile_name} measured {normalize_dtype(compute_dtype)} weights only: narrower stored "
+                "weights are priced from that measurement with their weight streaming scaled to the stored bytes "
+                "(the dequantising kernel's own efficiency was not measured)")
+        far = sorted({op.name for op in ops if op.kind == "linear" and dm.linear.tables
+                      and dm.linear.get_shape_weights(op.dims["k"], op.dims["n"]).max() < 1e-3})
+        if far:
+            warnings.append(
+                f"profile {self.profile_name}: the weight shapes of {', '.join(far)} are far from every calibrated "
+                "shape (more than ~3 log2 steps): priced from the nearest calibrated shape's efficiency")
+        largest_m = max((float(np.exp(t.log_m[-1])) for t in dm.linear.tables), default=None)
+        if largest_m is not None:
+            m_max = max(float(np.max(op.dims["m"])) for op in ops if op.kind == "linear")
+            if m_max > largest_m:
+                warnings.append(
+                    f"profile {self.profile_name}: linears with up to {m_max:,.0f} rows exceed the largest measured "
+                    f"M ({largest_m:,.0f}): extrapolated as compute-bound (time linear in M)")
+        return warnings
+
+
+__all__ = ["MeasuredTiming", "LinearModel", "ELEMENTWISE_FAMILY", "SHAPE_KERNEL_LOG2"]

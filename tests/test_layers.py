@@ -1,0 +1,119 @@
+"""The package's imports, lazy ones included, flow one way: every module imports only its own layer and the layers to
+its left in README's data-flow order, and no import cycle exists anywhere."""
+
+import ast
+from pathlib import Path
+
+import pytest
+
+PACKAGE = Path(__file__).resolve().parent.parent / "rooflinesim"
+
+#: README "Data flow", left to right. A module may import its own layer and those before it, never one after it.
+LAYERS = [
+    "units", "specs", "validation_report", "fileio", "registry", "profiles", "ops", "timing", "step", "acceptance",
+    "scenario", "speculative", "predict", "sweep", "serve", "report", "plots", "calibrate", "cli",
+]
+#: What the layers may import from outside the standard library and numpy/scipy/pydantic/yaml (lazily or not).
+HEAVY = {"torch": {"calibrate"}, "matplotlib": {"plots", "calibrate"}}
+# (calibrate is the torch leaf: nothing but the command line, which composes every command, imports it)
+
+
+def _module_name(path: Path) -> str:
+    parts = path.relative_to(PACKAGE.parent).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def _imports(path: Path) -> set[str]:
+    """Every module this file imports, at any depth of the file (lazy imports inside functions included)."""
+    name = _module_name(path)
+    package = name if path.name == "__init__.py" else name.rsplit(".", 1)[0]
+    found = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Import):
+            found.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = package.split(".")
+                base = base[: len(base) - (node.level - 1)]
+                target = ".".join(base + ([node.module] if node.module else []))
+            else:
+                target = node.module
+            submodules = set()
+            for alias in node.names:  # `from . import model` imports a submodule, not the package's names
+                candidate = f"{target}.{alias.name}"
+                if (PACKAGE.parent / Path(*candidate.split("."))).with_suffix(".py").exists() or \
+                        (PACKAGE.parent / Path(*candidate.split(".")) / "__init__.py").exists():
+                    submodules.add(candidate)
+            found.update(submodules or {target})
+    return found
+
+
+def _layer(module: str) -> str | None:
+    parts = module.split(".")
+    return parts[1] if len(parts) > 1 and parts[0] == "rooflinesim" else None
+
+
+def _graph() -> dict[str, set[str]]:
+    graph = {}
+    for path in sorted(PACKAGE.rglob("*.py")):
+        graph[_module_name(path)] = {m for m in _imports(path) if m.split(".")[0] == "rooflinesim" or
+                                     m.split(".")[0] in HEAVY}
+    return graph
+
+
+def test_every_module_sits_in_a_documented_layer():
+    for module in _graph():
+        if module != "rooflinesim":
+            assert _layer(module) in LAYERS, f"{module} is in no layer of LAYERS (and README's data flow)"
+
+
+def test_imports_flow_one_way():
+    wrong = []
+    for module, imported in _graph().items():
+        layer = _layer(module)
+        if layer is None:  # the package root re-exports the flat public API
+            continue
+        for target in imported:
+            top = target.split(".")[0]
+            if top in HEAVY:
+                if layer not in HEAVY[top]:
+                    wrong.append(f"{module} imports {target}")
+                continue
+            other = _layer(target)
+            if other is None or LAYERS.index(other) > LAYERS.index(layer):
+                wrong.append(f"{module} ({layer}) imports {target} ({other}), a layer to its right")
+    assert not wrong, "\n".join(wrong)
+
+
+def test_no_import_cycles():
+    graph = {m: {t for t in targets if t in _graph_nodes()} for m, targets in _graph().items()}
+    state: dict[str, int] = {}
+    stack: list[str] = []
+
+    def visit(node):
+        state[node] = 1
+        stack.append(node)
+        for nxt in sorted(graph.get(node, ())):
+            if nxt == node or nxt == "rooflinesim":
+                continue
+            if state.get(nxt) == 1:
+                pytest.fail("import cycle: " + " -> ".join(stack[stack.index(nxt):] + [nxt]))
+            if nxt not in state:
+                visit(nxt)
+        stack.pop()
+        state[node] = 2
+
+    for node in sorted(graph):
+        if node not in state:
+            visit(node)
+
+
+def _graph_nodes() -> set[str]:
+    return {_module_name(p) for p in PACKAGE.rglob("*.py")}
+
+
+def test_the_checker_sees_lazy_and_relative_imports(tmp_path):
+    """The checker itself: a function-level relative import is found (so the layer test can fail)."""
+    source = PACKAGE / "scenario.py"
+    assert "rooflinesim.profiles" in _imports(source)  # imported inside build_scenario
+    assert "rooflinesim.step" in _imports(source)
