@@ -14,7 +14,8 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from rooflinesim.calibrate.bench import Plan, run_calibration  # noqa: E402
+from rooflinesim.calibrate.bench import run_calibration  # noqa: E402
+from rooflinesim.calibrate.plan import Plan  # noqa: E402
 from rooflinesim.calibrate.profile import load_profile, write_profile  # noqa: E402
 from rooflinesim.calibrate.timers import select_device  # noqa: E402
 from rooflinesim.calibrate.validate import run_validation, write_report  # noqa: E402

@@ -1,7 +1,7 @@
 """`rooflinesim validate`: a real decoder's measured step times and speculative loop vs rooflinesim's predictions.
 
 The models are hold-out shapes (default target tiny-llama-123m, drafter tiny-draft-2l): none of their weight shapes
-was calibrated (`bench.check_hold_out`). Measured:
+was calibrated (`plan.check_hold_out`). Measured:
 
 * decode steps (q = 1) over batch x context; verify steps over k = 1..8 (q = k + 1); the drafter's decode steps;
 * a speculative loop: k draft steps, one verify over k + 1 tokens, accept/reject per position with a synthetic
@@ -36,8 +36,10 @@ from ..specs import InputError, Workload
 from ..speculative import Drafter, get_expected_tokens, price_speculation
 from ..step import get_step_cost
 from . import model as M
+from .measurements import Timing
+from .plan import check_hold_out
 from .profile import MeasuredTiming, load_profile, write_text_atomic
-from .timers import Device, Timer, Timing, get_torch_dtype
+from .timers import Device, Timer, get_torch_dtype
 
 SPEC_BATCHES = (1, 2, 4, 8, 16, 32)
 SPEC_CONTEXT = 1024
@@ -185,8 +187,6 @@ def run_validation(profile_path: str, device: Device, dtype: str | None = None, 
                    target: str = "tiny-llama-123m", draft: str = "tiny-draft-2l", seed: int = 0,
                    progress: bool = True, tiny: bool = False, roofline_hw: str | None = None) -> dict:
     """Measure the hold-out decoder on `device` and compare with the predictions; returns the report dict."""
-    from .bench import check_hold_out
-
     check_hold_out()
     hw = load_profile(profile_path)
     measured = hw.measured
