@@ -21,7 +21,6 @@ realised acceptance of the loop is reported next to it.
 from __future__ import annotations
 
 import datetime as _dt
-import json
 import random
 import time
 from dataclasses import dataclass
@@ -35,6 +34,7 @@ from ..roofline import DatasheetTiming
 from ..specs import InputError, Workload
 from ..speculative import Drafter, get_expected_tokens, price_speculation
 from ..step import get_step_cost
+from ..validation_report import parse_validation_report, validation_report_json
 from . import model as M
 from .measurements import Timing
 from .plan import check_hold_out
@@ -361,16 +361,18 @@ def combine_reports(reports: list[dict]) -> dict:
     return combined
 
 
-def write_report(report: dict, out_dir: str | Path, stem: str, plot: bool = True) -> list[Path]:
-    out_dir = Path(out_dir)
-    paths = [write_text_atomic(out_dir / f"{stem}.json", json.dumps(report, indent=2) + "\n")]
-    if plot:
-        paths.append(plot_report(report, out_dir / f"{stem}.png"))
-    return paths
+def write_report(report: dict, out_dir: str | Path, stem: str) -> Path:
+    """Write `out_dir/stem.json` atomically, validated through the report schema (`rooflinesim.validation_report`):
+    a report that does not follow it is a ValidationReportError, and nothing is written. Only the JSON: the chart is
+    composed from it afterwards (`plot_report`)."""
+    validated = parse_validation_report(report, f"validation report {stem}")
+    return write_text_atomic(Path(out_dir) / f"{stem}.json", validation_report_json(validated))
 
 
-def plot_report(report: dict, path: str | Path) -> Path:
-    """The report's chart (`rooflinesim.plots.plot_validation`: one row per validated dtype), written atomically."""
+def plot_report(report: dict | str | Path, path: str | Path) -> Path:
+    """The report's chart (`rooflinesim.plots.plot_validation`: one row per validated dtype), written atomically.
+
+    `report` is a report dict or the path of a written report (`write_report` does not draw it)."""
     from ..plots import plot_validation
 
     path = Path(path)
