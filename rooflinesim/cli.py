@@ -150,21 +150,33 @@ def _import_torch_or_fail():
                          "(install the CPU build of torch first to avoid the multi-GB CUDA wheel)")
 
 
+def _check_threads(threads) -> None:
+    if threads is not None and threads < 1:
+        raise InputError(f"--threads must be a positive integer, got {threads}")
+
+
 def _cmd_calibrate(args) -> int:
     import shlex
     from pathlib import Path
 
-    _import_torch_or_fail()
-    from .calibrate.bench import run_calibration
-    from .calibrate.profile import write_profile
-    from .calibrate.timers import select_device
+    from .fileio import check_output_dir, check_output_path
     from .units import normalize_dtype
 
+    _import_torch_or_fail()
+    _check_threads(args.threads)
     dtypes = tuple(dict.fromkeys(normalize_dtype(d) for d in args.dtype.split(",") if d.strip()))
     if not dtypes:
         raise InputError("--dtype needs at least one dtype, e.g. --dtype fp32,bf16")
+    if args.out:  # checked before minutes of measuring, not after
+        check_output_dir(Path(args.out).parent, "profile folder")
+        check_output_path(args.out, "profile (--out)", (".yaml", ".yml"))
+    from .calibrate.bench import run_calibration
+    from .calibrate.profile import write_profile
+    from .calibrate.timers import select_device
+
     device = select_device(args.device, args.threads)
-    out = Path(args.out) if args.out else Path("calibrate") / f"{device.slug}.yaml"
+    out = Path(args.out) if args.out else check_output_dir("calibrate", "profile folder") / f"{device.slug}.yaml"
+    check_output_path(out, "profile (--out)", (".yaml", ".yml"))
     command = "rooflinesim " + " ".join(shlex.quote(a) for a in sys.argv[1:]) if sys.argv[1:2] == ["calibrate"] else (
         "rooflinesim calibrate")
     spec = run_calibration(device, dtypes, args.quick, command, seed=args.seed, progress=not args.no_progress)
@@ -181,32 +193,72 @@ def _cmd_calibrate(args) -> int:
     return 0
 
 
+#: validate builds its hold-out decoders in host memory; refuse models whose estimate exceeds this share of it.
+VALIDATE_MEMORY_SHARE = 0.5
+
+
+def _check_validation_fits(model: str, draft: str, dtypes) -> None:
+    """Refuse up front, with the estimate, a hold-out pair that would not fit in this machine's memory (weights of
+    both models + KV caches for the largest batch x context validate times, in the widest dtype)."""
+    import os
+
+    from .registry import load_model
+    from .units import get_dtype_bytes
+
+    target_spec, draft_spec = load_model(model), load_model(draft)
+    widest = max(get_dtype_bytes(d) for d in dtypes)
+    positions = 32 * (2048 + 128)  # the full grid's largest batch x (context + the loop's growth)
+    need = sum(m.params * widest + m.get_kv_bytes_per_token("fp32") * widest / 4 * positions
+               for m in (target_spec, draft_spec))
+    try:
+        have = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (ValueError, OSError, AttributeError):
+        return
+    if need > VALIDATE_MEMORY_SHARE * have:
+        raise InputError(
+            f"validating {target_spec.name} + {draft_spec.name} needs about {need / 1e9:.1f} GB of host memory "
+            f"(weights + KV caches in {max(dtypes, key=get_dtype_bytes)}); this machine has {have / 1e9:.1f} GB: "
+            "validate a smaller hold-out model")
+
+
 def _cmd_validate(args) -> int:
     from pathlib import Path
 
+    from .fileio import check_output_dir, open_atomic
+    from .profiles import load_profile
+    from .units import normalize_dtype
+
     _import_torch_or_fail()
-    from .calibrate.profile import load_profile
+    _check_threads(args.threads)
+    out_dir = check_output_dir(args.out_dir, "--out-dir")  # before any measuring
     from .calibrate.timers import select_device
     from .calibrate.validate import combine_reports, print_report, run_validation, write_report
-    from .units import normalize_dtype
 
     profile_path = args.profile
     if profile_path is None:
         device = select_device(args.device, args.threads)
         profile_path = str(Path("calibrate") / f"{device.slug}.yaml")
     profile = load_profile(profile_path)
+    dtypes = [normalize_dtype(args.dtype)] if args.dtype else list(profile.measured.dtypes)
+    _check_validation_fits(args.model, args.draft, dtypes)
     threads = args.threads or profile.measured.provenance.threads
     device = select_device(args.device, threads if profile.measured.provenance.device_kind == "cpu" else None)
-    dtypes = [normalize_dtype(args.dtype)] if args.dtype else list(profile.measured.dtypes)
     reports = []
     for dtype in dtypes:
         report = run_validation(profile_path, device, dtype, quick=args.quick, target=args.model, draft=args.draft,
                                 seed=args.seed, progress=not args.no_progress)
         print_report(report)
         reports.append(report)
-    paths = write_report(combine_reports(reports), args.out_dir, f"{profile.measured.profile_name}-validation",
-                         plot=not args.no_plot)
-    print("wrote " + ", ".join(str(p) for p in paths))
+    json_path = write_report(combine_reports(reports), out_dir, f"{profile.measured.profile_name}-validation")
+    written = [json_path]
+    if not args.no_plot:  # the chart is composed from the written report
+        from .plots import plot_validation
+
+        png = json_path.with_suffix(".png")
+        with open_atomic(png, "wb") as f:
+            plot_validation(json_path).savefig(f, format="png", dpi=130, bbox_inches="tight")
+        written.append(png)
+    print("wrote " + ", ".join(str(p) for p in written))
     return 0
 
 

@@ -126,16 +126,65 @@ def explicit_sum(alpha: float, k: int) -> float:
 # ---------------------------------------------------------------------------------------------------------
 
 
-def test_module_imports_only_numpy_scipy_and_stdlib():
-    tree = ast.parse(Path(acc.__file__).read_text())
-    imported = set()
-    for node in ast.walk(tree):
-        if isinstance(node, ast.Import):
-            imported |= {alias.name.split(".")[0] for alias in node.names}
-        elif isinstance(node, ast.ImportFrom) and node.module:
-            imported.add(node.module.split(".")[0])
-    assert not imported & {"torch", "matplotlib"}
-    assert imported <= {"__future__", "dataclasses", "typing", "numpy", "scipy", "math"}
+def _package_modules() -> list[Path]:
+    return sorted(Path(acc.__file__).parent.glob("*.py"))
+
+
+def test_package_imports_only_numpy_scipy_and_stdlib():
+    modules = _package_modules()
+    assert {m.stem for m in modules} >= {"__init__", "closed_form", "distributions", "rules", "simulate", "synthetic"}
+    for module in modules:
+        imported = set()
+        for node in ast.walk(ast.parse(module.read_text())):
+            if isinstance(node, ast.Import):
+                imported |= {alias.name.split(".")[0] for alias in node.names}
+            elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+                imported.add(node.module.split(".")[0])
+        assert not imported & {"torch", "matplotlib"}, module.name
+        assert imported <= {"__future__", "dataclasses", "typing", "numpy", "scipy", "math"}, module.name
+
+
+def test_package_modules_import_each_other_in_one_direction():
+    """Within the package: no module imports ``__init__`` (``from . import x``) and the relative imports form no
+    cycle, so each section can be read and imported on its own."""
+    edges = {}
+    for module in _package_modules():
+        if module.stem == "__init__":
+            continue
+        targets = set()
+        for node in ast.walk(ast.parse(module.read_text())):
+            if isinstance(node, ast.ImportFrom) and node.level == 1:
+                assert node.module, f"{module.name} imports the package __init__"
+                targets.add(node.module)
+        edges[module.stem] = targets
+    order = []  # depth-first topological sort; a back edge is a cycle
+    state = {}
+
+    def visit(name, path):
+        assert state.get(name) != "open", f"import cycle: {' -> '.join(path + [name])}"
+        if state.get(name) == "done":
+            return
+        state[name] = "open"
+        for target in edges.get(name, ()):
+            visit(target, path + [name])
+        state[name] = "done"
+        order.append(name)
+
+    for name in edges:
+        visit(name, [])
+    assert len(order) == len(edges)
+
+
+def test_public_api_is_flat_and_complete():
+    import importlib
+
+    for name in acc.__all__:
+        assert hasattr(acc, name), name
+    for stem in ("closed_form", "distributions", "rules", "simulate", "synthetic"):
+        submodule = importlib.import_module(f"rooflinesim.acceptance.{stem}")
+        assert set(submodule.__all__) <= set(acc.__all__), stem
+        for name in submodule.__all__:
+            assert getattr(acc, name) is getattr(submodule, name)
 
 
 # ---------------------------------------------------------------------------------------------------------

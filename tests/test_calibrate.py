@@ -282,9 +282,9 @@ def test_cache_reuse_speeds_up_weight_streaming_of_small_working_sets():
 def test_fit_overheads_recovers_scale_and_dispatch_from_synthetic_decoders():
     """Whole-decoder times generated from known parameters (plus 0.2 % noise: the per-step overhead is 2-5 % of a
     tiny decoder's time) are fitted back within 5 %."""
-    pytest.importorskip("torch")
-    from rooflinesim.calibrate.bench import DECODER_CONTEXT, Results, fit_overheads, get_decoder_spec
-    from rooflinesim.calibrate.timers import Timing
+    from rooflinesim.calibrate.fit_profile import fit_overheads
+    from rooflinesim.calibrate.measurements import DecoderKey, Results, Timing
+    from rooflinesim.calibrate.plan import DECODER_CONTEXT, get_decoder_spec
 
     profile = make_profile().measured.dtypes["fp32"].model_copy(update={"layer_overhead_s": 0.0,
                                                                         "step_overhead_s": 0.0})
@@ -301,7 +301,7 @@ def test_fit_overheads_recovers_scale_and_dispatch_from_synthetic_decoders():
         per_op = sum(float(timing.get_op_time(op, "fp32").time_s)
                      for op in get_step_ops(spec, batch, DECODER_CONTEXT, q, "fp32", "fp32", "fp32"))
         true = true_scale * per_op + spec.num_layers * per_layer + per_step
-        results.add(("decoder", name, batch, q), Timing(tuple(true * rng.lognormal(0, 0.002, 5))))
+        results.add(DecoderKey(name, batch, q), Timing(tuple(true * rng.lognormal(0, 0.002, 5))))
     fitted = fit_overheads("fp32", profile, results)
     assert fitted.in_model_scale == pytest.approx(true_scale, rel=0.05)
     assert fitted.layer_overhead_s == pytest.approx(per_layer, rel=0.05)
@@ -332,6 +332,65 @@ def test_import_profile_does_not_import_torch():
             "print('torch' in sys.modules)")
     out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "False"
+
+
+#: run first in a subprocess: any later `import torch` (or torch.anything) raises ImportError, as without torch
+BLOCK_TORCH = """
+import sys
+class BlockTorch:
+    def find_spec(self, name, path=None, target=None):
+        if name == "torch" or name.startswith("torch."):
+            raise ImportError(f"torch is blocked: {name}")
+sys.meta_path.insert(0, BlockTorch())
+"""
+
+
+def _run_without_torch(code: str) -> str:
+    out = subprocess.run([sys.executable, "-c", BLOCK_TORCH + code], cwd=ROOT, capture_output=True, text=True)
+    assert out.returncode == 0, out.stderr
+    return out.stdout
+
+
+def test_the_torch_blocker_blocks_torch():
+    out = subprocess.run([sys.executable, "-c", BLOCK_TORCH + "import torch"], cwd=ROOT, capture_output=True,
+                         text=True)
+    assert out.returncode != 0 and "torch is blocked" in out.stderr
+
+
+def test_fitting_imports_and_fits_without_torch():
+    """The fitting side of calibrate (keys, plan, fits) needs no torch: fit_dtype recovers a known linear roofline
+    from synthetic timings with torch blocked."""
+    code = f"""
+import types
+from rooflinesim.calibrate import fit, fit_profile, measurements, plan, profile
+from rooflinesim.calibrate.measurements import AttentionKey, CacheKey, ElementwiseKey, LinearKey, Results, Timing
+p = plan.Plan.make(True, ("fp32",), types.SimpleNamespace(is_cuda=False))
+results = Results()
+for k, n in p.linear_shapes:
+    for m in p.m_grid:
+        t = max(2.0 * m * k * n / {P_TRUE!r}, (k * n + m * (k + n)) * 4.0 / {BW_TRUE!r}) + {C_TRUE!r}
+        results.add(LinearKey(k, n, m), Timing((t, t, t)))
+grid = p.attention
+for heads, kv_heads, d in grid.head_configs:
+    for q in grid.query_tokens:
+        for s in grid.contexts:
+            results.add(AttentionKey(heads, kv_heads, d, 1, s, q), Timing((1e-5 + 1e-9 * s * q,) * 3))
+for family in plan.ELEMENTWISE_FAMILIES:
+    for tokens in p.elementwise_tokens:
+        layer = plan.ELEMENTWISE_SPECS[0]
+        results.add(ElementwiseKey(family, *layer, tokens), Timing((2e-6 + 1e-8 * tokens,) * 3))
+for size, t in zip(p.cache_working_sets + (p.rotate_bytes,), (1e-4, 2e-4, 3e-4, 4e-4, 4e-4)):
+    results.add(CacheKey(size), Timing((t,) * 3))
+fitted = fit_profile.fit_dtype("fp32", results, {BW_TRUE!r}, {BW_TRUE!r}, p)
+import json, sys
+print(json.dumps(dict(peak=fitted.peak_flops_per_s, overhead=fitted.linear_overhead_s, tables=len(fitted.linear),
+                      attention=sorted(fitted.attention), elementwise=sorted(fitted.elementwise),
+                      cache=fitted.cache_reuse is not None, torch="torch" in sys.modules)))
+"""
+    fitted = json.loads(_run_without_torch(code))
+    assert fitted["peak"] == pytest.approx(P_TRUE, rel=0.05) and fitted["overhead"] == pytest.approx(C_TRUE, rel=0.05)
+    assert fitted["tables"] == 9 and fitted["attention"] == ["decode_d128", "decode_d64", "multi_d128", "multi_d64"]
+    assert len(fitted["elementwise"]) == 6 and fitted["cache"] and not fitted["torch"]
 
 
 # --- the committed profile through predict -----------------------------------------------------------------------------
@@ -408,8 +467,7 @@ def test_cli_corrupted_calibration_is_one_line_exit_2(tmp_path):
 
 
 def test_calibration_shapes_exclude_the_hold_out_models():
-    pytest.importorskip("torch")
-    from rooflinesim.calibrate.bench import LINEAR_SHAPES, QUICK_LINEAR_SHAPES, check_hold_out
+    from rooflinesim.calibrate.plan import LINEAR_SHAPES, QUICK_LINEAR_SHAPES, check_hold_out
 
     check_hold_out(LINEAR_SHAPES)
     check_hold_out(QUICK_LINEAR_SHAPES)
@@ -432,10 +490,10 @@ def test_cuda_request_without_cuda_is_one_line_exit_2():
 def test_decoder_kv_cache_rollback_matches_a_fresh_run():
     """The validation decoder: writing rejected tokens and moving the length back equals never writing them."""
     torch = pytest.importorskip("torch")
-    from rooflinesim.calibrate.bench import _synthetic_spec
     from rooflinesim.calibrate.model import build_decoder
+    from rooflinesim.calibrate.plan import synthetic_spec
 
-    spec = _synthetic_spec("t", 64, 4, 2, 128, layers=2, vocab=100)
+    spec = synthetic_spec("t", 64, 4, 2, 128, layers=2, vocab=100)
     model = build_decoder(spec, torch.float32)
     model.setup_caches(2, 32)
     prompt = torch.randint(0, 100, (2, 6))

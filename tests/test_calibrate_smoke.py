@@ -14,10 +14,12 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from rooflinesim.calibrate.bench import Plan, run_calibration  # noqa: E402
+from rooflinesim.calibrate.bench import run_calibration  # noqa: E402
+from rooflinesim.calibrate.plan import Plan  # noqa: E402
 from rooflinesim.calibrate.profile import load_profile, write_profile  # noqa: E402
 from rooflinesim.calibrate.timers import select_device  # noqa: E402
-from rooflinesim.calibrate.validate import run_validation, write_report  # noqa: E402
+from rooflinesim.calibrate.validate import plot_report, run_validation, write_report  # noqa: E402
+from rooflinesim.validation_report import load_validation_report  # noqa: E402
 
 
 @pytest.fixture(scope="module")
@@ -28,8 +30,10 @@ def smoke(tmp_path_factory):
     spec = run_calibration(device, ("fp32",), True, "pytest smoke", progress=False, plan=plan)
     path = write_profile(spec, out / f"{device.slug}.yaml")
     report = run_validation(str(path), device, "fp32", tiny=True, progress=False)
-    paths = write_report(report, out, "smoke-validation", plot=True)
-    return device, path, report, paths
+    json_path = write_report(report, out, "smoke-validation")
+    # write_report writes only the JSON; the chart is drawn from the written file
+    png_path = plot_report(json_path, json_path.with_suffix(".png"))
+    return device, path, report, (json_path, png_path)
 
 
 def test_profile_is_written_and_reads_back(smoke):
@@ -72,4 +76,5 @@ def test_validation_report_is_sane_and_calibrated_beats_roofline(smoke):
     assert summary["calibrated"]["median_ape"] < summary["roofline"]["median_ape"]
     json_path, png_path = paths
     assert json.loads(json_path.read_text())["summary"] == json.loads(json.dumps(summary))
+    assert load_validation_report(json_path).summary.calibrated.n == len(report["configs"])
     assert png_path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"

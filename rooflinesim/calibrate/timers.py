@@ -1,5 +1,7 @@
 """Device selection and timers for the calibration microbenchmarks (torch; imported only by calibrate/validate).
 
+A timer returns a `measurements.Timing` (the individual call times and their statistics, torch-free).
+
 Timing practice:
 * CPU: a fixed thread count (`torch.set_num_threads`), recorded in the profile; wall clock (`perf_counter_ns`) around
   each individual call; medians of the individual calls, with the spread (p90 / p10 - 1) kept.
@@ -12,7 +14,6 @@ from __future__ import annotations
 
 import os
 import platform
-import statistics
 import time
 from dataclasses import dataclass
 from typing import Callable
@@ -20,6 +21,7 @@ from typing import Callable
 import torch
 
 from ..specs import InputError
+from .measurements import Timing
 
 TORCH_DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}
 
@@ -88,38 +90,6 @@ def select_device(requested: str = "auto", threads: int | None = None) -> Device
     torch.set_num_threads(n)
     cpu = get_host_cpu_model()
     return Device("cpu", f"{cpu} ({n} threads)", f"cpu-{_slugify(cpu)}-{n}c", n, torch.device("cpu"))
-
-
-@dataclass(frozen=True)
-class Timing:
-    """Individual call times (s) of one configuration; median and relative spread."""
-
-    samples: tuple[float, ...]
-
-    @property
-    def median_s(self) -> float:
-        return statistics.median(self.samples)
-
-    @property
-    def estimate_s(self) -> float:
-        """The time used for fitting and comparison: the median of the faster half of the calls (about p25).
-
-        On a shared or virtualised CPU, other tenants and descheduled OpenMP threads add stalls of 4-120 ms to some
-        calls; the faster half's median is what the device does when it is not interrupted, and is reproducible
-        where the plain median is not. Calibration and validation use the same statistic.
-        """
-        xs = sorted(self.samples)
-        return statistics.median(xs[: max(1, (len(xs) + 1) // 2)])
-
-    @property
-    def spread(self) -> float:
-        """(p90 - p10) / median over the individual calls."""
-        xs = sorted(self.samples)
-        if len(xs) < 3:
-            return 0.0
-        lo = xs[int(0.1 * (len(xs) - 1))]
-        hi = xs[int(round(0.9 * (len(xs) - 1)))]
-        return (hi - lo) / max(self.median_s, 1e-12)
 
 
 class Timer:

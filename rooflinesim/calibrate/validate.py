@@ -1,7 +1,7 @@
 """`rooflinesim validate`: a real decoder's measured step times and speculative loop vs rooflinesim's predictions.
 
 The models are hold-out shapes (default target tiny-llama-123m, drafter tiny-draft-2l): none of their weight shapes
-was calibrated (`bench.check_hold_out`). Measured:
+was calibrated (`plan.check_hold_out`). Measured:
 
 * decode steps (q = 1) over batch x context; verify steps over k = 1..8 (q = k + 1); the drafter's decode steps;
 * a speculative loop: k draft steps, one verify over k + 1 tokens, accept/reject per position with a synthetic
@@ -21,7 +21,6 @@ realised acceptance of the loop is reported next to it.
 from __future__ import annotations
 
 import datetime as _dt
-import json
 import random
 import time
 from dataclasses import dataclass, replace
@@ -36,9 +35,12 @@ from ..specs import InputError
 from ..speculative import get_break_even_batch, get_expected_tokens, price_speculation
 from ..step import get_workload_step
 from ..timing import DatasheetTiming
+from ..validation_report import parse_validation_report, validation_report_json
 from . import model as M
+from .measurements import Timing
+from .plan import check_hold_out
 from .profile import load_profile, write_text_atomic
-from .timers import Device, Timer, Timing, get_torch_dtype
+from .timers import Device, Timer, get_torch_dtype
 
 SPEC_BATCHES = (1, 2, 4, 8, 16, 32)
 SPEC_CONTEXT = 1024
@@ -181,8 +183,6 @@ def run_validation(profile_path: str, device: Device, dtype: str | None = None, 
                    target: str = "tiny-llama-123m", draft: str = "tiny-draft-2l", seed: int = 0,
                    progress: bool = True, tiny: bool = False, roofline_hw: str | None = None) -> dict:
     """Measure the hold-out decoder on `device` and compare with the predictions; returns the report dict."""
-    from .bench import check_hold_out
-
     check_hold_out()
     hw = load_profile(profile_path)
     measured = hw.measured
@@ -361,16 +361,18 @@ def combine_reports(reports: list[dict]) -> dict:
     return combined
 
 
-def write_report(report: dict, out_dir: str | Path, stem: str, plot: bool = True) -> list[Path]:
-    out_dir = Path(out_dir)
-    paths = [write_text_atomic(out_dir / f"{stem}.json", json.dumps(report, indent=2) + "\n")]
-    if plot:
-        paths.append(plot_report(report, out_dir / f"{stem}.png"))
-    return paths
+def write_report(report: dict, out_dir: str | Path, stem: str) -> Path:
+    """Write `out_dir/stem.json` atomically, validated through the report schema (`rooflinesim.validation_report`):
+    a report that does not follow it is a ValidationReportError, and nothing is written. Only the JSON: the chart is
+    composed from it afterwards (`plot_report`)."""
+    validated = parse_validation_report(report, f"validation report {stem}")
+    return write_text_atomic(Path(out_dir) / f"{stem}.json", validation_report_json(validated))
 
 
-def plot_report(report: dict, path: str | Path) -> Path:
-    """The report's chart (`rooflinesim.plots.plot_validation`: one row per validated dtype), written atomically."""
+def plot_report(report: dict | str | Path, path: str | Path) -> Path:
+    """The report's chart (`rooflinesim.plots.plot_validation`: one row per validated dtype), written atomically.
+
+    `report` is a report dict or the path of a written report (`write_report` does not draw it)."""
     from ..plots import plot_validation
 
     path = Path(path)

@@ -1,0 +1,36 @@
+"""Whole synthetic decoders timed as forward passes: tiny ones (hidden 64, 2 and 8 layers) pin the per-layer and
+per-step dispatch overhead; mid-size ones of generic shapes pin the in-model scale, how much slower ops run inside a
+forward pass than alone (`fit_profile.fit_overheads`)."""
+
+from __future__ import annotations
+
+import torch
+
+from .. import model as M
+from ..measurements import DecoderKey
+from ..plan import DECODER_CONTEXT, OVERHEAD_MODELS, OVERHEAD_TOKENS, get_decoder_spec
+from .base import BenchContext, Job
+
+#: progress-bar weight of a mid-size decoder relative to one microbenchmark
+BLOCK_JOB_WEIGHT = 4.0
+
+
+def decoder_jobs(ctx: BenchContext) -> list[Job]:
+    jobs = [Job(DecoderKey(name, t.batch, t.new_tokens), _decoder_runner(ctx, name, t.batch, t.new_tokens))
+            for name in OVERHEAD_MODELS for t in OVERHEAD_TOKENS]
+    for name in ctx.plan.block_models:
+        jobs += [Job(DecoderKey(name, t.batch, t.new_tokens), _decoder_runner(ctx, name, t.batch, t.new_tokens),
+                     BLOCK_JOB_WEIGHT) for t in ctx.plan.block_tokens]
+    return jobs
+
+
+def _decoder_runner(ctx: BenchContext, name: str, batch: int, q: int):
+    def run():
+        spec = get_decoder_spec(name)
+        model = M.build_decoder(spec, ctx.torch_dtype, ctx.torch_device)
+        model.setup_caches(batch, DECODER_CONTEXT + q + 8)
+        tokens = torch.zeros(batch, q, dtype=torch.long, device=ctx.torch_device)
+        start = torch.full((batch,), DECODER_CONTEXT, device=ctx.torch_device)
+        with torch.inference_mode():
+            return ctx.time(lambda: model(tokens, start, DECODER_CONTEXT + q), scale=2)
+    return run

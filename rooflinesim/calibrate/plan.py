@@ -1,0 +1,208 @@
+"""What a calibration run measures: the shapes, grids and synthetic decoders, and the `Plan` of one run (no torch).
+
+None of the calibrated weight shapes is a shape of the validation models (tiny-llama-123m, tiny-draft-2l): see
+`LINEAR_SHAPES` and `check_hold_out`. The benchmarks (`calibrate.benchmarks`) time what the plan lists; the fit
+(`calibrate.fit_profile`) reads the same shapes back, so both stay torch-free here.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, NamedTuple
+
+from ..ops import get_step_ops
+from ..specs import ModelSpec
+
+if TYPE_CHECKING:
+    from .timers import Device
+
+
+class WeightShape(NamedTuple):
+    """An F.linear weight: in_features K, out_features N (as `rooflinesim.ops` names them k and n)."""
+
+    in_features: int
+    out_features: int
+
+
+class AttentionHeads(NamedTuple):
+    heads: int
+    kv_heads: int
+    head_dim: int
+
+
+class LayerShape(NamedTuple):
+    """The layer dimensions the elementwise op families depend on."""
+
+    hidden: int
+    heads: int
+    kv_heads: int
+    intermediate: int
+
+
+class DecoderShape(NamedTuple):
+    """A synthetic llama-style decoder timed whole."""
+
+    hidden: int
+    heads: int
+    kv_heads: int
+    intermediate: int
+    layers: int
+    vocab: int
+
+
+class StepTokens(NamedTuple):
+    """Sequences in a step and the new tokens of each."""
+
+    batch: int
+    new_tokens: int
+
+
+#: square, GQA-narrow (N = K / 4), MLP-wide (N = 8/3 K), MLP-tall, vocabulary-wide. Deliberately none is a shape of
+#: the hold-out validation models.
+LINEAR_SHAPES = tuple(WeightShape(k, n) for k, n in (
+    (384, 384), (768, 768), (1536, 1536), (2560, 2560),
+    (768, 192), (1536, 384), (384, 96),
+    (768, 2048), (1536, 4096), (384, 1024),
+    (2048, 768), (4096, 1536), (1024, 384),
+    (384, 24576), (768, 49152), (1536, 24576),
+))
+QUICK_LINEAR_SHAPES = tuple(WeightShape(k, n) for k, n in (
+    (384, 384), (1536, 1536), (768, 192), (1536, 4096), (4096, 1536), (384, 1024), (1024, 384), (384, 24576),
+    (1536, 24576)))
+M_GRID = (1, 2, 3, 4, 5, 6, 7, 8, 10, 12, 14, 16, 20, 24, 32, 40, 48, 64, 80, 96, 128, 160, 192, 256, 384, 512, 768,
+          1024, 2048, 4096)
+QUICK_M_GRID = (1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64, 96, 160, 256, 512)
+HOLD_OUT_MODELS = ("tiny-llama-123m", "tiny-draft-2l")
+
+ATTENTION_HEADS = (AttentionHeads(12, 3, 64), AttentionHeads(24, 4, 64), AttentionHeads(24, 8, 128))
+QUICK_ATTENTION_HEADS = (AttentionHeads(12, 3, 64), AttentionHeads(24, 8, 128))
+ATTENTION_BATCH = (1, 3, 12, 40)
+ATTENTION_CONTEXT = (96, 400, 1500, 3000)
+ATTENTION_Q = (1, 3, 6, 10)
+QUICK_ATTENTION_BATCH = (1, 12, 40)
+QUICK_ATTENTION_CONTEXT = (96, 1500)
+QUICK_ATTENTION_Q = (1, 6)
+
+#: synthetic layers for the elementwise families
+ELEMENTWISE_SPECS = (LayerShape(768, 12, 4, 2048), LayerShape(1536, 24, 8, 4096))
+ELEMENTWISE_TOKENS = (1, 6, 40, 256)
+ELEMENTWISE_FAMILIES = ("norm", "rope", "mlp_act", "residual", "kv_cache_write", "embedding")
+
+
+def elementwise_step_split(tokens: int) -> StepTokens:
+    """How the elementwise benchmarks lay out a step of `tokens` tokens: decode-like (one new token per sequence) up
+    to 40, verify-like (8 per sequence) above; the fit prices the same layout."""
+    return StepTokens(tokens, 1) if tokens <= 40 else StepTokens(tokens // 8, 8)
+
+#: the weight of the cache-reuse benchmark: 16 MB in fp32, 8 MB in bf16
+CACHE_SHAPE = WeightShape(2048, 2048)
+CACHE_WORKING_SETS = tuple(int(x * 2**20) for x in (16, 32, 64, 96, 128, 192, 256, 384))
+QUICK_CACHE_WORKING_SETS = tuple(int(x * 2**20) for x in (16, 64, 128, 256))
+
+#: whole decoders timed by calibrate. The tiny ones measure dispatch; the mid-size ones (generic shapes, none a
+#: hold-out shape) how much slower ops run inside a forward pass. The mid-size ones span weight working sets of about
+#: 25-600 MB in fp32 (half in bf16).
+DECODER_SPECS = {
+    "overhead-2l": DecoderShape(64, 4, 2, 128, 2, 256),
+    "overhead-8l": DecoderShape(64, 4, 2, 128, 8, 256),
+    "block-384": DecoderShape(384, 6, 2, 1024, 2, 8192),
+    "block-768": DecoderShape(768, 12, 4, 2048, 4, 8192),
+    "block-1536": DecoderShape(1536, 24, 8, 4096, 2, 8192),
+    "block-2048": DecoderShape(2048, 16, 4, 5632, 3, 8192),
+}
+OVERHEAD_MODELS = ("overhead-2l", "overhead-8l")
+OVERHEAD_TOKENS = (StepTokens(1, 1), StepTokens(1, 4))
+BLOCK_MODELS = ("block-384", "block-768", "block-1536", "block-2048")
+#: tokens already cached when a whole decoder is timed
+DECODER_CONTEXT = 256
+
+
+def synthetic_spec(name, hidden, heads, kv_heads, intermediate, layers=1, vocab=4096, head_dim=None) -> ModelSpec:
+    """A llama-style ModelSpec of the given dimensions (the shapes calibrate times, priced by `rooflinesim.ops`)."""
+    return ModelSpec(schema_version=1, name=name, architecture="llama", num_layers=layers, hidden_size=hidden,
+                     num_attention_heads=heads, num_kv_heads=kv_heads, head_dim=head_dim,
+                     intermediate_size=intermediate, vocab_size=vocab, max_context_tokens=8192)
+
+
+def get_decoder_spec(name: str) -> ModelSpec:
+    shape = DECODER_SPECS[name]
+    return synthetic_spec(name, shape.hidden, shape.heads, shape.kv_heads, shape.intermediate, layers=shape.layers,
+                          vocab=shape.vocab)
+
+
+def _linear_weight_shapes(spec: ModelSpec) -> set[tuple[int, int]]:
+    return {(int(op.dims["k"]), int(op.dims["n"])) for op in get_step_ops(spec, 1, 1, 1) if op.kind == "linear"}
+
+
+def check_hold_out(shapes=LINEAR_SHAPES) -> None:
+    """Raise if a calibrated weight shape (listed, or of a timed decoder) equals a weight shape of the hold-out
+    models."""
+    from ..registry import load_model
+
+    calibrated = {tuple(shape) for shape in shapes}
+    for name in DECODER_SPECS:
+        calibrated |= _linear_weight_shapes(get_decoder_spec(name))
+    held = set()
+    for name in HOLD_OUT_MODELS:
+        held |= _linear_weight_shapes(load_model(name))
+    clash = held.intersection(calibrated)
+    if clash:
+        raise AssertionError(f"calibration shapes {sorted(clash)} are hold-out shapes")
+
+
+@dataclass(frozen=True)
+class AttentionGrid:
+    head_configs: tuple[AttentionHeads, ...]
+    batches: tuple[int, ...]
+    contexts: tuple[int, ...]  # tokens cached
+    query_tokens: tuple[int, ...]  # new tokens per sequence: 1 = decode, > 1 = verify
+
+
+@dataclass(frozen=True)
+class Plan:
+    """Everything one calibration run measures, and how long it times each configuration."""
+
+    quick: bool
+    dtypes: tuple[str, ...]
+    linear_shapes: tuple[WeightShape, ...]
+    m_grid: tuple[int, ...]
+    passes: int  # interleaved passes over the shuffled configurations
+    min_calls: int
+    min_time_s: float
+    bandwidth_bytes: int  # working set of the copy benchmark (B)
+    rotate_bytes: int  # the cold-weight pool (B), far above the last-level cache
+    max_call_flops: float  # F.linear points above this (and M > 16) are skipped: extrapolated as compute-bound
+    attention: AttentionGrid
+    elementwise_tokens: tuple[int, ...]
+    block_models: tuple[str, ...]  # mid-size decoders timed for the in-model scale
+    block_tokens: tuple[StepTokens, ...]  # their (batch, new tokens)
+    cache_working_sets: tuple[int, ...]  # bytes, for the cache-reuse curve
+
+    @classmethod
+    def make(cls, quick: bool, dtypes, device: Device, tiny: bool = False) -> "Plan":
+        if tiny:  # the CI smoke test: a few seconds, not a usable profile
+            return cls(
+                quick=True, dtypes=dtypes,
+                linear_shapes=(WeightShape(384, 384), WeightShape(1536, 1536), WeightShape(384, 24576)),
+                m_grid=(1, 4, 16, 64), passes=1, min_calls=2, min_time_s=0.0,
+                bandwidth_bytes=64 * 2**20, rotate_bytes=128 * 2**20, max_call_flops=1e9,
+                attention=AttentionGrid((AttentionHeads(12, 3, 64),), (1, 4), (96, 400), (1, 5)),
+                elementwise_tokens=(1, 40), block_models=("block-384", "block-1536"),
+                block_tokens=(StepTokens(1, 1),), cache_working_sets=(int(16 * 2**20),))
+        if quick:
+            return cls(
+                quick=True, dtypes=dtypes, linear_shapes=QUICK_LINEAR_SHAPES, m_grid=QUICK_M_GRID, passes=1,
+                min_calls=3, min_time_s=0.004, bandwidth_bytes=256 * 2**20, rotate_bytes=512 * 2**20,
+                max_call_flops=1.5e9 if not device.is_cuda else 5e11,
+                attention=AttentionGrid(QUICK_ATTENTION_HEADS, QUICK_ATTENTION_BATCH, QUICK_ATTENTION_CONTEXT,
+                                        QUICK_ATTENTION_Q),
+                elementwise_tokens=(1, 40, 256), block_models=("block-384", "block-768", "block-2048"),
+                block_tokens=(StepTokens(1, 1), StepTokens(8, 1)), cache_working_sets=QUICK_CACHE_WORKING_SETS)
+        return cls(
+            quick=False, dtypes=dtypes, linear_shapes=LINEAR_SHAPES, m_grid=M_GRID, passes=2, min_calls=5,
+            min_time_s=0.03, bandwidth_bytes=2**30, rotate_bytes=2**30,
+            max_call_flops=2e10 if not device.is_cuda else 5e12,
+            attention=AttentionGrid(ATTENTION_HEADS, ATTENTION_BATCH, ATTENTION_CONTEXT, ATTENTION_Q),
+            elementwise_tokens=ELEMENTWISE_TOKENS, block_models=BLOCK_MODELS,
+            block_tokens=(StepTokens(1, 1), StepTokens(4, 1), StepTokens(16, 1), StepTokens(1, 5)),
+            cache_working_sets=CACHE_WORKING_SETS)
