@@ -15,15 +15,17 @@ from .units import DEFAULT_QUANT_GROUP_SIZE, DTYPES, get_dtype_bytes, get_weight
 
 SCHEMA_VERSION = 1
 
-#: When a device has no peak for the compute dtype, use the first of these it has (documented in `show`).
+#: When a device has no peak for the compute dtype, use the first of these it has (documented in `show`). Floating
+#: point chains continue to other floating-point paths only: a device that runs fp32 on its bf16 units (TPU v5e) must
+#: not be priced at an integer peak it also lists. Integer chains may fall back to floats (dequantise and compute).
 COMPUTE_DTYPE_FALLBACK: dict[str, tuple[str, ...]] = {
-    "fp32": ("fp32",),
-    "tf32": ("tf32", "fp32"),
-    "bf16": ("bf16", "fp16", "fp32"),
-    "fp16": ("fp16", "bf16", "fp32"),
-    "fp8": ("fp8", "bf16", "fp16", "fp32"),
-    "int8": ("int8", "fp8", "bf16", "fp16", "fp32"),
-    "int4": ("int4", "int8", "fp8", "bf16", "fp16", "fp32"),
+    "fp32": ("fp32", "tf32", "bf16", "fp16"),
+    "tf32": ("tf32", "fp32", "bf16", "fp16"),
+    "bf16": ("bf16", "fp16", "fp32", "tf32"),
+    "fp16": ("fp16", "bf16", "fp32", "tf32"),
+    "fp8": ("fp8", "bf16", "fp16", "fp32", "tf32"),
+    "int8": ("int8", "fp8", "bf16", "fp16", "fp32", "tf32"),
+    "int4": ("int4", "int8", "fp8", "bf16", "fp16", "fp32", "tf32"),
 }
 
 
@@ -101,7 +103,9 @@ class HardwareSpec(_Strict):
         for candidate in COMPUTE_DTYPE_FALLBACK[normalize_dtype(dtype)]:
             if candidate in self.peak_flops_per_s:
                 return candidate
-        return max(self.peak_flops_per_s, key=self.peak_flops_per_s.__getitem__)
+        # No peak on the chain (a device listing only integer peaks, asked for a float): its slowest peak, the
+        # conservative choice, rather than its fastest.
+        return min(self.peak_flops_per_s, key=self.peak_flops_per_s.__getitem__)
 
     def get_peak_flops_per_s(self, dtype: str) -> float:
         return self.peak_flops_per_s[self.get_compute_dtype(dtype)]

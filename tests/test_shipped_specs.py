@@ -198,3 +198,19 @@ def test_golden_model_facts():
     # Llama-3.1-8B bf16 KV cache: 2 (K,V) x 32 layers x 8 heads x 128 dims x 2 bytes = 128 KiB per token.
     assert models["llama-3.1-8b"].get_kv_bytes_per_token("bf16") == 131072
     assert models["tiny-llama-123m"].published_params is None
+
+
+def test_tpu_v5e_prices_fp32_at_its_bf16_peak_not_its_int8_peak():
+    """Issue 11 item 5: v5e lists only bf16 and int8 peaks; fp32 matmuls run on the bf16 MXU path, never at the
+    (twice as fast) int8 peak."""
+    v5e = _load(ROOT / "hardware" / "tpu-v5e.yaml", HardwareSpec)
+    for dtype in ("fp32", "tf32"):
+        assert v5e.get_compute_dtype(dtype) == "bf16", dtype
+        assert v5e.get_peak_flops_per_s(dtype) == v5e.peak_flops_per_s["bf16"], dtype
+
+
+@pytest.mark.parametrize("path", HARDWARE_FILES, ids=_ids(HARDWARE_FILES))
+def test_floating_point_compute_never_falls_back_to_an_integer_peak(path: Path):
+    spec = _load(path, HardwareSpec)
+    for dtype in ("fp32", "tf32", "bf16", "fp16", "fp8"):
+        assert spec.get_compute_dtype(dtype) not in ("int8", "int4"), f"{path.name}: {dtype}"
