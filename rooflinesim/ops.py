@@ -215,13 +215,13 @@ def get_step_ops(
     ops.append(norm("attn_norm", layers))
 
     if model.is_mla:
-        c, rope_d = model.kv_lora_rank, model.qk_rope_head_dim
-        nope, v_d = model.qk_nope_head_dim, model.v_head_dim
+        c, rope_d = model.mla.kv_lora_rank, model.mla.qk_rope_head_dim
+        nope, v_d = model.mla.qk_nope_head_dim, model.mla.v_head_dim
         latent = c + rope_d
-        if model.q_lora_rank:
-            ops += [linear("q_a_proj", layers, tokens, h, model.q_lora_rank),
-                    norm("q_a_norm", layers, tokens, model.q_lora_rank),
-                    linear("q_b_proj", layers, tokens, model.q_lora_rank, heads * (nope + rope_d))]
+        if model.mla.q_lora_rank:
+            ops += [linear("q_a_proj", layers, tokens, h, model.mla.q_lora_rank),
+                    norm("q_a_norm", layers, tokens, model.mla.q_lora_rank),
+                    linear("q_b_proj", layers, tokens, model.mla.q_lora_rank, heads * (nope + rope_d))]
         else:
             ops.append(linear("q_proj", layers, tokens, h, heads * (nope + rope_d)))
         kv_b_weights = c * heads * (nope + v_d)
@@ -281,11 +281,11 @@ def get_step_ops(
     if model.num_dense_mlp_layers:
         ops += mlp("", model.num_dense_mlp_layers, tokens, -(-model.intermediate_size // tp))
     if model.is_moe:
-        moe_layers, experts, top_k = model.num_moe_layers, model.num_experts, model.num_experts_per_token
+        moe_layers, experts, top_k = model.num_moe_layers, model.moe.num_experts, model.moe.num_experts_per_token
         touched = get_expected_experts_touched(experts, top_k, tokens)
         routed_tokens = tokens * top_k  # token-expert assignments; each expert multiplies its share of them
         ops.append(linear("router", moe_layers, tokens, h, experts))
-        ops += mlp("experts_", moe_layers, routed_tokens, -(-model.moe_intermediate_size // tp),
+        ops += mlp("experts_", moe_layers, routed_tokens, -(-model.moe.moe_intermediate_size // tp),
                    weight_copies=touched, kind="expert_linear")
         if model.shared_intermediate_size:
             ops += mlp("shared_", moe_layers, tokens, -(-model.shared_intermediate_size // tp))
@@ -329,7 +329,7 @@ def get_activation_bytes(model: ModelSpec, batch, new_tokens, context_tokens, ac
     tokens = np.asarray(batch, dtype=float) * np.asarray(new_tokens, dtype=float)
     widest = model.intermediate_size
     if model.is_moe:
-        widest = max(widest, model.num_experts_per_token * model.moe_intermediate_size)
+        widest = max(widest, model.moe.num_experts_per_token * model.moe.moe_intermediate_size)
     working = tokens * (2 * widest / tp + 4 * model.hidden_size) * a + tokens * model.vocab_size * 4
     if attention == "unfused":
         kv_tokens = get_kv_tokens_read(context_tokens, new_tokens, model.sliding_window_tokens)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import difflib
 import json
+import re
 from functools import lru_cache
 from importlib import resources
 from pathlib import Path
@@ -21,11 +22,28 @@ from .specs import HardwareSpec, ModelSpec
 
 
 # libyaml's C loader parses the shipped specs ~10x faster than the pure-Python one (predict reads every file's name).
-_YAML_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+class _SpecLoader(getattr(yaml, "CSafeLoader", yaml.SafeLoader)):
+    """Safe YAML loading that also reads `3.35e12` and `1e9` as numbers.
+
+    PyYAML follows YAML 1.1, whose floats need a dot and a signed exponent (`3.35e+12`): it reads `3.35e12` as a
+    string. Specs are validated strictly (a string is never taken for a number), so exponent forms are resolved as
+    floats here, as YAML 1.2 and JSON do. Plain integers keep resolving as integers (the int resolver comes first).
+    """
 
 
-def _yaml_load(text: str):
-    return yaml.load(text, Loader=_YAML_LOADER)
+_SpecLoader.add_implicit_resolver(
+    "tag:yaml.org,2002:float",
+    re.compile(r"^[-+]?(?:[0-9][0-9_]*(?:\.[0-9_]*)?|\.[0-9_]+)[eE][-+]?[0-9]+$"),
+    list("-+0123456789."),
+)
+
+
+def load_yaml(text: str):
+    """Parse spec YAML (safe; exponent floats such as `3.35e12` are numbers)."""
+    return yaml.load(text, Loader=_SpecLoader)
+
+
+_yaml_load = load_yaml
 
 
 class SpecError(ValueError):

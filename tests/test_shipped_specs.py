@@ -1,7 +1,7 @@
 """Every shipped hardware and model YAML loads, names its sources, and agrees with what is published.
 
-The files are read directly with yaml.safe_load and validated with the pydantic models, so these checks do not
-depend on the registry. Each check is parametrised per file, so a failure names the file.
+The files are parsed with the registry's YAML loader (which reads `3.35e12` as a number) and validated with the
+pydantic models directly, so these checks do not depend on the registry's name resolution. Each check is parametrised per file, so a failure names the file.
 """
 
 from __future__ import annotations
@@ -9,8 +9,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-import yaml
-
+from rooflinesim.registry import load_yaml
 from rooflinesim.specs import HardwareSpec, ModelSpec
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -33,7 +32,7 @@ def _ids(paths: list[Path]) -> list[str]:
 
 
 def _load(path: Path, spec_type):
-    data = yaml.safe_load(path.read_text())
+    data = load_yaml(path.read_text())
     assert isinstance(data, dict), f"{path.name}: top level must be a mapping"
     return spec_type.model_validate(data)
 
@@ -48,7 +47,7 @@ def _hardware(name: str) -> HardwareSpec:
 
 def _names_of(path: Path) -> list[str]:
     """The keys a user can type for a file: its stem, its name and its aliases, lower-cased."""
-    data = yaml.safe_load(path.read_text())
+    data = load_yaml(path.read_text())
     return [k.lower() for k in [path.stem, str(data["name"]), *map(str, data.get("aliases") or [])]]
 
 
