@@ -44,7 +44,6 @@ def load_yaml(text: str):
     return yaml.load(text, Loader=_SpecLoader)
 
 
-_yaml_load = load_yaml
 
 
 SpecT = TypeVar("SpecT", bound=BaseModel)
@@ -227,3 +226,10 @@ def _list(kind: str) -> list:
 
 def get_short_name(spec: HardwareSpec | ModelSpec) -> str:
     return spec.aliases[0] if spec.aliases else spec.name
+
+
+__all__ = [
+    "SpecError", "SUPPORTED_HF_ARCHITECTURES", "MODEL_KEYS", "HARDWARE_KEYS", "load_yaml", "load_spec_file",
+    "get_spec_kind", "load_hardware", "load_model", "load_any_spec", "model_from_hf_config", "list_hardware",
+    "list_models", "get_short_name",
+]

@@ -117,7 +117,7 @@ def test_lm_head_counts_two_flops_per_mac_and_prefill_computes_last_logits_only(
 @settings(max_examples=40, deadline=None)
 @given(d=st.sampled_from([256, 1024, 4096, 16384, 65536]), m=st.integers(1, 64))
 def test_linear_intensity_tends_to_2m_over_bytes_per_weight(d, m):
-    from rooflinesim.ops import _linear
+    from rooflinesim.ops import make_linear as _linear
 
     for w_bytes in (2.0, 1.0, 0.5):
         op = _linear("x", 1, m, d, d, w_bytes, 2.0)
