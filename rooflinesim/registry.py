@@ -44,8 +44,6 @@ def load_yaml(text: str):
     return yaml.load(text, Loader=_SpecLoader)
 
 
-
-
 SpecT = TypeVar("SpecT", bound=BaseModel)
 
 #: Top-level keys that only a model file has, and keys that only a hardware file (or a measured profile) has: how

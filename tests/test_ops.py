@@ -135,3 +135,11 @@ def test_layernorm_reads_weight_and_bias_rmsnorm_weight_only():
     for op in get_step_ops(ln, 1, 128, 1):
         if op.kind == "norm":
             assert float(op.weight_bytes) == 2 * float(by_name[op.name].weight_bytes) == 2 * 2 * rms.hidden_size
+
+
+def test_dtype_spelling_does_not_change_the_ops():
+    """'INT4' and 'int4' are the same dtype: both store group scales and both pay the dequantisation FLOPs."""
+    model = load_model("llama-3.1-8b")
+    lower = {op.name: op for op in get_step_ops(model, 4, 1024, 2, "int4")}
+    for op in get_step_ops(model, 4, 1024, 2, "INT4"):
+        assert float(op.flops) == float(lower[op.name].flops) and float(op.bytes) == float(lower[op.name].bytes)
