@@ -205,8 +205,20 @@ def _load_file(path: Path, kind: str | None) -> HardwareSpec | ModelSpec:
 @lru_cache(maxsize=256)
 def _load_cached(path: str, kind: str | None, text: str):
     data = _parse_yaml_mapping(Path(path), text)
-    kind = kind or get_spec_kind(path, data)
-    return _validate(Path(path), data, HardwareSpec if kind == "hardware" else ModelSpec)
+    found = get_spec_kind(path, data) if kind is None else _get_clear_kind(data)
+    if kind is not None and found not in (None, kind):  # e.g. a model file given as --hw
+        raise SpecError(f"{path}: a {_KIND_NAMES[found]} spec, not a {_KIND_NAMES[kind]} spec")
+    return _validate(Path(path), data, HardwareSpec if (kind or found) == "hardware" else ModelSpec)
+
+
+_KIND_NAMES = {"hardware": "hardware", "models": "model"}
+
+
+def _get_clear_kind(data: dict) -> str | None:
+    """The kind a file's keys clearly belong to, or None when they are mixed or neither (then the schema asked for
+    reports what is wrong)."""
+    model, hardware = bool(MODEL_KEYS & set(data)), bool(HARDWARE_KEYS & set(data))
+    return None if model == hardware else ("models" if model else "hardware")
 
 
 def list_hardware() -> list[HardwareSpec]:

@@ -201,3 +201,17 @@ def test_rewritten_file_is_not_served_stale(tmp_path):
     first = load_hardware(str(path))
     path.write_text(text.replace("memory_bandwidth_bytes_per_s: 300.0e9", "memory_bandwidth_bytes_per_s: 250.0e9"))
     assert load_hardware(str(path)).memory_bandwidth_bytes_per_s == 250e9 != first.memory_bandwidth_bytes_per_s
+
+
+def test_a_model_file_given_as_hardware_says_so(tmp_path):
+    """--hw models/llama-3.1-8b.yaml reported the hardware schema's first complaint ('architecture': unknown key)."""
+    path = tmp_path / "llama.yaml"
+    path.write_text((ROOT / "models" / "llama-3.1-8b.yaml").read_text())
+    with pytest.raises(SpecError) as info:
+        load_hardware(str(path))
+    assert _one_line(info, path) == f"{path}: a model spec, not a hardware spec"
+    hw = tmp_path / "l4.yaml"
+    hw.write_text((ROOT / "hardware" / "l4.yaml").read_text())
+    with pytest.raises(SpecError) as info:
+        load_model(str(hw))
+    assert _one_line(info, hw) == f"{hw}: a hardware spec, not a model spec"
