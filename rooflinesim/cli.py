@@ -435,19 +435,16 @@ def _cmd_list(args) -> int:
 def _cmd_show(args) -> int:
     import json
 
-    from .registry import load_hardware, load_model
+    from .registry import load_any_spec
+    from .specs import HardwareSpec
 
-    try:
-        spec = load_hardware(args.name)
+    spec = load_any_spec(args.name)  # reads a file with the schema its content is written for
+    if isinstance(spec, HardwareSpec):
         derived = {
             "ridge_point_flops_per_byte": spec.ridge_points_flops_per_byte,
             "compute_dtype_used_for": {d: spec.get_compute_dtype(d) for d in ("fp32", "bf16", "fp16", "fp8", "int8", "int4")},
         }
-    except SpecError as hw_error:
-        try:
-            spec = load_model(args.name)
-        except SpecError:
-            raise SpecError(f"{hw_error} (and no model of that name either)") from None
+    else:
         derived = {
             "params": spec.params,
             "published_params": spec.published_params,

@@ -8,7 +8,7 @@ name is.
 from __future__ import annotations
 
 import difflib
-import json
+import re
 from functools import lru_cache
 from importlib import resources
 from pathlib import Path
@@ -17,25 +17,41 @@ from typing import Iterable, TypeVar
 import yaml
 from pydantic import BaseModel, ValidationError
 
+from .hf_config import SUPPORTED_HF_ARCHITECTURES, model_from_hf_config
+from .spec_base import SpecError, format_validation_error, one_line, read_spec_text
 from .specs import HardwareSpec, ModelSpec
 
 
 # libyaml's C loader parses the shipped specs ~10x faster than the pure-Python one (predict reads every file's name).
-_YAML_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+class _SpecLoader(getattr(yaml, "CSafeLoader", yaml.SafeLoader)):
+    """Safe YAML loading that also reads `3.35e12` and `1e9` as numbers.
+
+    PyYAML follows YAML 1.1, whose floats need a dot and a signed exponent (`3.35e+12`): it reads `3.35e12` as a
+    string. Specs are validated strictly (a string is never taken for a number), so exponent forms are resolved as
+    floats here, as YAML 1.2 and JSON do. Plain integers keep resolving as integers (the int resolver comes first).
+    """
 
 
-def _yaml_load(text: str):
-    return yaml.load(text, Loader=_YAML_LOADER)
+_SpecLoader.add_implicit_resolver(
+    "tag:yaml.org,2002:float",
+    re.compile(r"^[-+]?(?:[0-9][0-9_]*(?:\.[0-9_]*)?|\.[0-9_]+)[eE][-+]?[0-9]+$"),
+    list("-+0123456789."),
+)
 
 
-class SpecError(ValueError):
-    """A spec that cannot be found, parsed or validated. The message is meant for the user as is."""
+def load_yaml(text: str):
+    """Parse spec YAML (safe; exponent floats such as `3.35e12` are numbers)."""
+    return yaml.load(text, Loader=_SpecLoader)
 
 
 SpecT = TypeVar("SpecT", bound=BaseModel)
 
-#: Hugging Face `model_type` values whose config maps onto ModelSpec without loss.
-SUPPORTED_HF_ARCHITECTURES = ("llama", "mistral", "qwen2", "mixtral", "qwen2_moe", "deepseek_v2", "deepseek_v3")
+#: Top-level keys that only a model file has, and keys that only a hardware file (or a measured profile) has: how
+#: `load_any_spec` tells which schema a file is written for without trying both and reporting the wrong one's errors.
+MODEL_KEYS = frozenset({"num_layers", "hidden_size", "num_attention_heads", "num_kv_heads", "intermediate_size",
+                        "vocab_size", "max_context_tokens", "architecture", "moe", "mla"})
+HARDWARE_KEYS = frozenset({"memory_bandwidth_bytes_per_s", "peak_flops_per_s", "memory_capacity_bytes",
+                           "last_level_cache_bytes", "efficiency", "interconnect", "measured"})
 
 
 def _data_dirs(kind: str) -> list[Path]:
@@ -52,35 +68,46 @@ def _data_dirs(kind: str) -> list[Path]:
     return dirs
 
 
-def _format_validation_error(path: Path, error: ValidationError) -> str:
-    first = error.errors()[0]
-    field = ".".join(str(part) for part in first["loc"]) or "(top level)"
-    reason = first["msg"]
-    if first["type"] == "extra_forbidden":
-        reason = "unknown key"
-    more = f" (and {error.error_count() - 1} more problems)" if error.error_count() > 1 else ""
-    return f"{path}: field '{field}': {reason}{more}"
+_format_validation_error = format_validation_error  # the name older callers use
+
+
+def _parse_yaml_mapping(path: Path, text: str) -> dict:
+    try:
+        data = load_yaml(text)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f" line {mark.line + 1}" if mark is not None else ""
+        raise SpecError(f"{path}:{where}: malformed YAML: {one_line(getattr(exc, 'problem', None) or exc)}") from None
+    except RecursionError:
+        raise SpecError(f"{path}: malformed YAML: nested too deeply") from None
+    if not isinstance(data, dict):
+        raise SpecError(f"{path}: expected a mapping of fields at the top level, got {type(data).__name__}")
+    return data
+
+
+def _validate(path: Path, data: dict, spec_type: type[SpecT]) -> SpecT:
+    try:
+        return spec_type.model_validate(data)
+    except ValidationError as exc:
+        raise SpecError(format_validation_error(path, exc)) from None
 
 
 def load_spec_file(path: str | Path, spec_type: type[SpecT]) -> SpecT:
     """Read and validate one YAML spec; any problem becomes a SpecError naming file, field and reason."""
     path = Path(path)
-    try:
-        text = path.read_text()
-    except OSError as exc:
-        raise SpecError(f"{path}: cannot read: {exc.strerror}") from exc
-    try:
-        data = _yaml_load(text)
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        where = f" line {mark.line + 1}" if mark is not None else ""
-        raise SpecError(f"{path}:{where}: malformed YAML: {getattr(exc, 'problem', exc)}") from exc
-    if not isinstance(data, dict):
-        raise SpecError(f"{path}: expected a mapping of fields at the top level, got {type(data).__name__}")
-    try:
-        return spec_type.model_validate(data)
-    except ValidationError as exc:
-        raise SpecError(_format_validation_error(path, exc)) from exc
+    return _validate(path, _parse_yaml_mapping(path, read_spec_text(path)), spec_type)
+
+
+def get_spec_kind(path: str | Path, data: dict) -> str:
+    """'hardware' or 'models': which schema a parsed spec file is written for, decided by its keys."""
+    model, hardware = MODEL_KEYS & set(data), HARDWARE_KEYS & set(data)
+    if model and hardware:
+        raise SpecError(f"{path}: has both hardware keys ({', '.join(sorted(hardware))}) and model keys "
+                        f"({', '.join(sorted(model))}): a spec file describes one or the other")
+    if not model and not hardware:
+        raise SpecError(f"{path}: neither a hardware nor a model spec (no {', '.join(sorted(HARDWARE_KEYS)[:3])}, "
+                        f"... or {', '.join(sorted(MODEL_KEYS)[:3])}, ... key)")
+    return "models" if model else "hardware"
 
 
 @lru_cache(maxsize=None)
@@ -90,9 +117,10 @@ def _index(kind: str) -> dict[str, Path]:
     for folder in _data_dirs(kind):
         for path in sorted(folder.glob("*.yaml")):
             try:
-                head = _yaml_load(path.read_text()) or {}
-            except yaml.YAMLError:
-                head = {}
+                head = load_yaml(path.read_text(encoding="utf-8"))
+            except (yaml.YAMLError, OSError, UnicodeDecodeError):
+                head = None  # reported with file and reason when the spec itself is loaded
+            head = head if isinstance(head, dict) else {}
             keys = [path.stem, str(head.get("name", ""))] + [str(a) for a in head.get("aliases", []) or []]
             for key in keys:
                 if key:
@@ -111,10 +139,7 @@ def _suggest(name: str, choices: Iterable[str]) -> str:
 
 def _resolve(name: str, kind: str) -> Path:
     if _looks_like_path(name):
-        path = Path(name).expanduser()
-        if not path.is_file():
-            raise SpecError(f"{kind} file not found: {path}")
-        return path
+        return _existing_file(name, kind)
     index = _index(kind)
     key = name.strip().lower()
     if key in index:
@@ -123,11 +148,18 @@ def _resolve(name: str, kind: str) -> Path:
     raise SpecError(f"unknown {kind.rstrip('s')} {name!r}{_suggest(key, index)}{listing}")
 
 
+def _existing_file(name: str, kind: str) -> Path:
+    path = Path(name).expanduser()
+    if not path.is_file():
+        raise SpecError(f"{kind} file not found: {path}")
+    return path
+
+
 def load_hardware(name: str | HardwareSpec) -> HardwareSpec:
     """A HardwareSpec from a short name (`a100`), full name, or path to a YAML file (datasheet or measured profile)."""
     if isinstance(name, HardwareSpec):
         return name
-    return _load_cached(str(_resolve(str(name), "hardware")), "hardware")
+    return _load_file(_resolve(str(name), "hardware"), "hardware")
 
 
 def load_model(name: str | ModelSpec) -> ModelSpec:
@@ -137,99 +169,56 @@ def load_model(name: str | ModelSpec) -> ModelSpec:
     path = _resolve(str(name), "models")
     if path.suffix == ".json":
         return model_from_hf_config(path)
-    return _load_cached(str(path), "models")
+    return _load_file(path, "models")
 
 
-@lru_cache(maxsize=None)
-def _load_cached(path: str, kind: str):
-    spec_type = HardwareSpec if kind == "hardware" else ModelSpec
-    return load_spec_file(path, spec_type)
+def load_any_spec(name: str | HardwareSpec | ModelSpec) -> HardwareSpec | ModelSpec:
+    """A hardware or model spec, whichever `name` is (`show`).
+
+    A path is read with the schema its content is written for (a model file has `num_layers`, a hardware file
+    `memory_bandwidth_bytes_per_s`, ...), so a broken model file reports the model schema's error, not the hardware
+    schema's; a `.json` path is a Hugging Face config. A name is looked up among hardware, then models.
+    """
+    if isinstance(name, (HardwareSpec, ModelSpec)):
+        return name
+    name = str(name)
+    if _looks_like_path(name):
+        path = _existing_file(name, "spec")
+        if path.suffix == ".json":
+            return model_from_hf_config(path)
+        return _load_file(path, None)
+    key = name.strip().lower()
+    for kind in ("hardware", "models"):
+        if key in _index(kind):
+            return _load_file(_index(kind)[key], kind)
+    choices = list(_index("hardware")) + list(_index("models"))
+    raise SpecError(f"unknown hardware or model {name!r}{_suggest(key, choices)} "
+                    "(run 'rooflinesim list hardware' or 'rooflinesim list models')")
 
 
-def model_from_hf_config(path: str | Path) -> ModelSpec:
-    """Read a Hugging Face `config.json` (offline): Llama, Mistral, Qwen2, and the MoE / MLA families Mixtral,
-    Qwen2-MoE and DeepSeek-V2/V3."""
-    path = Path(path)
-    try:
-        config = json.loads(path.read_text())
-    except (OSError, json.JSONDecodeError) as exc:
-        raise SpecError(f"{path}: not a readable JSON config: {exc}") from exc
-    model_type = str(config.get("model_type", "")).lower()
-    if model_type not in SUPPORTED_HF_ARCHITECTURES:
-        archs = config.get("architectures") or [model_type or "unknown"]
-        raise SpecError(
-            f"{path}: unsupported architecture {model_type or archs[0]!r}; "
-            f"supported model_type values: {', '.join(SUPPORTED_HF_ARCHITECTURES)}"
-        )
-    try:
-        hidden = int(config["hidden_size"])
-        heads = int(config["num_attention_heads"])
-        data = {
-            "schema_version": 1,
-            "name": config.get("_name_or_path") or path.parent.name or path.stem,
-            "architecture": model_type,
-            "num_layers": int(config["num_hidden_layers"]),
-            "hidden_size": hidden,
-            "num_attention_heads": heads,
-            "num_kv_heads": int(config.get("num_key_value_heads") or heads),
-            "head_dim": int(config.get("head_dim") or hidden // heads),
-            "intermediate_size": int(config["intermediate_size"]),
-            "gated_mlp": True,
-            "vocab_size": int(config["vocab_size"]),
-            "tie_word_embeddings": bool(config.get("tie_word_embeddings", False)),
-            "max_context_tokens": int(config.get("max_position_embeddings", 4096)),
-            "norm": "rmsnorm",
-            "attention_bias": bool(config.get("attention_bias", model_type == "qwen2")),
-            "sliding_window_tokens": _sliding_window(config),
-            "sources": {"shapes": f"Hugging Face config.json at {path}"},
-            **_moe_and_mla_fields(config, model_type),
-        }
-        if model_type.startswith("deepseek"):
-            data["attention_bias"] = bool(config.get("attention_bias", False))
-            data.pop("head_dim")
-    except KeyError as exc:
-        raise SpecError(f"{path}: field '{exc.args[0]}' is missing from the config") from exc
-    except (TypeError, ValueError) as exc:
-        raise SpecError(f"{path}: a shape field is not a number: {exc}") from exc
-    try:
-        return ModelSpec.model_validate(data)
-    except ValidationError as exc:
-        raise SpecError(_format_validation_error(path, exc)) from exc
+def _load_file(path: Path, kind: str | None) -> HardwareSpec | ModelSpec:
+    """Parse and validate a spec file, cached by its path and content (a file rewritten in the same process is
+    read again); `kind` None decides the schema from the content."""
+    return _load_cached(str(path), kind, read_spec_text(path))
 
 
-def _moe_and_mla_fields(config: dict, model_type: str) -> dict:
-    fields: dict = {}
-    if model_type == "mixtral":
-        fields.update(num_experts=int(config["num_local_experts"]),
-                      num_experts_per_token=int(config["num_experts_per_tok"]),
-                      moe_intermediate_size=int(config["intermediate_size"]))
-    elif model_type == "qwen2_moe":
-        fields.update(num_experts=int(config["num_experts"]), num_experts_per_token=int(config["num_experts_per_tok"]),
-                      moe_intermediate_size=int(config["moe_intermediate_size"]))
-        if config.get("shared_expert_intermediate_size"):
-            fields.update(num_shared_experts=1,
-                          shared_expert_intermediate_size=int(config["shared_expert_intermediate_size"]))
-    elif model_type.startswith("deepseek"):
-        if config.get("n_routed_experts"):
-            fields.update(num_experts=int(config["n_routed_experts"]),
-                          num_experts_per_token=int(config["num_experts_per_tok"]),
-                          moe_intermediate_size=int(config["moe_intermediate_size"]),
-                          num_shared_experts=int(config.get("n_shared_experts") or 0),
-                          first_dense_layers=int(config.get("first_k_dense_replace") or 0))
-        fields.update(kv_lora_rank=int(config["kv_lora_rank"]),
-                      q_lora_rank=int(config["q_lora_rank"]) if config.get("q_lora_rank") else None,
-                      qk_nope_head_dim=int(config["qk_nope_head_dim"]),
-                      qk_rope_head_dim=int(config["qk_rope_head_dim"]), v_head_dim=int(config["v_head_dim"]))
-    return fields
+@lru_cache(maxsize=256)
+def _load_cached(path: str, kind: str | None, text: str):
+    data = _parse_yaml_mapping(Path(path), text)
+    found = get_spec_kind(path, data) if kind is None else _get_clear_kind(data)
+    if kind is not None and found not in (None, kind):  # e.g. a model file given as --hw
+        raise SpecError(f"{path}: a {_KIND_NAMES[found]} spec, not a {_KIND_NAMES[kind]} spec")
+    return _validate(Path(path), data, HardwareSpec if (kind or found) == "hardware" else ModelSpec)
 
 
-def _sliding_window(config: dict) -> int | None:
-    window = config.get("sliding_window")
-    if not window:
-        return None
-    if config.get("model_type") in ("qwen2", "qwen2_moe") and not config.get("use_sliding_window", False):
-        return None
-    return int(window)
+_KIND_NAMES = {"hardware": "hardware", "models": "model"}
+
+
+def _get_clear_kind(data: dict) -> str | None:
+    """The kind a file's keys clearly belong to, or None when they are mixed or neither (then the schema asked for
+    reports what is wrong)."""
+    model, hardware = bool(MODEL_KEYS & set(data)), bool(HARDWARE_KEYS & set(data))
+    return None if model == hardware else ("models" if model else "hardware")
 
 
 def list_hardware() -> list[HardwareSpec]:
@@ -247,3 +236,10 @@ def _list(kind: str) -> list:
 
 def get_short_name(spec: HardwareSpec | ModelSpec) -> str:
     return spec.aliases[0] if spec.aliases else spec.name
+
+
+__all__ = [
+    "SpecError", "SUPPORTED_HF_ARCHITECTURES", "MODEL_KEYS", "HARDWARE_KEYS", "load_yaml", "load_spec_file",
+    "get_spec_kind", "load_hardware", "load_model", "load_any_spec", "model_from_hf_config", "list_hardware",
+    "list_models", "get_short_name",
+]

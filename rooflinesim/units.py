@@ -6,6 +6,7 @@ datasheets quote memory bandwidth and capacity; GiB (2**30) is only used where a
 
 from __future__ import annotations
 
+import math
 import re
 
 KILO, MEGA, GIGA, TERA, PETA = 1e3, 1e6, 1e9, 1e12, 1e15
@@ -69,8 +70,16 @@ def parse_count(text: str | int) -> int:
 
     Context lengths are powers of two in practice, so k/M are binary (1k = 1024), as in "32k context".
     """
+    if isinstance(text, bool):  # bool is an int subclass; True is not a count of 1
+        raise UnitError(f"cannot parse count {text!r}: expected a whole number, got a boolean")
     if isinstance(text, int):
+        if text < 0:
+            raise UnitError(f"count {text} must not be negative")
         return text
+    if isinstance(text, float):
+        if not math.isfinite(text) or text < 0 or not text.is_integer():
+            raise UnitError(f"count {text!r} is not a whole, non-negative number")
+        return int(text)
     match = _COUNT_RE.match(str(text))
     if not match:
         raise UnitError(f"cannot parse count {text!r}: use an integer with an optional k or M suffix (4096, 4k, 1M)")
@@ -100,20 +109,32 @@ def parse_count_range(text: str) -> list[int]:
     return [parse_count(part) for part in text.split(",") if part.strip()]
 
 
-def parse_int_range(text: str) -> list[int]:
-    """Parse an integer range with unit steps: '0..8' -> [0, 1, ..., 8], or '1,2,4'."""
+#: The most values an integer range may expand to (a guard against '0..100000000' filling memory).
+MAX_RANGE_VALUES = 10_000
+
+
+def parse_int_range(text: str, max_values: int = MAX_RANGE_VALUES) -> list[int]:
+    """Parse an integer range with unit steps: '0..8' -> [0, 1, ..., 8], or '1,2,4'; at most `max_values` values
+    (counted before the list is built)."""
     text = str(text).strip()
     try:
         if ".." in text:
             lo_text, hi_text = text.split("..", 1)
             lo, hi = int(lo_text), int(hi_text)
+            size = max(hi - lo + 1, 0)
+            if size > max_values:
+                raise UnitError(f"range {text!r} has {size} values; at most {max_values} are allowed")
             values = list(range(lo, hi + 1))
         else:
             values = [int(part) for part in text.split(",") if part.strip()]
     except ValueError as exc:
+        if isinstance(exc, UnitError):
+            raise
         raise UnitError(f"cannot parse integer range {text!r}: use '0..8' or '1,2,4'") from exc
     if not values:
         raise UnitError(f"range {text!r} is empty: the end is below the start")
+    if len(values) > max_values:
+        raise UnitError(f"list {text!r} has {len(values)} values; at most {max_values} are allowed")
     return values
 
 
@@ -125,9 +146,12 @@ def parse_float_list(text: str, what: str = "value") -> list[float]:
         if not part:
             continue
         try:
-            values.append(float(part))
+            value = float(part)
         except ValueError as exc:
             raise UnitError(f"cannot parse {what} {part!r} as a number") from exc
+        if not math.isfinite(value):
+            raise UnitError(f"{what} {part!r} is not a finite number")
+        values.append(value)
     if not values:
         raise UnitError(f"no {what} given")
     return values

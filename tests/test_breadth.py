@@ -126,8 +126,8 @@ def test_more_tokens_never_read_fewer_experts(e, k, t1, t2):
 def _dense_equivalent(moe):
     """A dense model with the MoE's active size: its MLP is as wide as the top-k experts together."""
     return moe.model_copy(update=dict(
-        name=f"{moe.name} dense-equivalent", num_experts=None, num_experts_per_token=None, moe_intermediate_size=None,
-        intermediate_size=moe.num_experts_per_token * moe.moe_intermediate_size,
+        name=f"{moe.name} dense-equivalent", moe=None,
+        intermediate_size=moe.moe.num_experts_per_token * moe.moe.moe_intermediate_size,
     ))
 
 

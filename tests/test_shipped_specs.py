@@ -1,7 +1,7 @@
 """Every shipped hardware and model YAML loads, names its sources, and agrees with what is published.
 
-The files are read directly with yaml.safe_load and validated with the pydantic models, so these checks do not
-depend on the registry. Each check is parametrised per file, so a failure names the file.
+The files are parsed with the registry's YAML loader (which reads `3.35e12` as a number) and validated with the
+pydantic models directly, so these checks do not depend on the registry's name resolution. Each check is parametrised per file, so a failure names the file.
 """
 
 from __future__ import annotations
@@ -9,8 +9,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-import yaml
-
+from rooflinesim.registry import load_yaml
 from rooflinesim.specs import HardwareSpec, ModelSpec
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -33,7 +32,7 @@ def _ids(paths: list[Path]) -> list[str]:
 
 
 def _load(path: Path, spec_type):
-    data = yaml.safe_load(path.read_text())
+    data = load_yaml(path.read_text())
     assert isinstance(data, dict), f"{path.name}: top level must be a mapping"
     return spec_type.model_validate(data)
 
@@ -48,7 +47,7 @@ def _hardware(name: str) -> HardwareSpec:
 
 def _names_of(path: Path) -> list[str]:
     """The keys a user can type for a file: its stem, its name and its aliases, lower-cased."""
-    data = yaml.safe_load(path.read_text())
+    data = load_yaml(path.read_text())
     return [k.lower() for k in [path.stem, str(data["name"]), *map(str, data.get("aliases") or [])]]
 
 
@@ -198,3 +197,19 @@ def test_golden_model_facts():
     # Llama-3.1-8B bf16 KV cache: 2 (K,V) x 32 layers x 8 heads x 128 dims x 2 bytes = 128 KiB per token.
     assert models["llama-3.1-8b"].get_kv_bytes_per_token("bf16") == 131072
     assert models["tiny-llama-123m"].published_params is None
+
+
+def test_tpu_v5e_prices_fp32_at_its_bf16_peak_not_its_int8_peak():
+    """Issue 11 item 5: v5e lists only bf16 and int8 peaks; fp32 matmuls run on the bf16 MXU path, never at the
+    (twice as fast) int8 peak."""
+    v5e = _load(ROOT / "hardware" / "tpu-v5e.yaml", HardwareSpec)
+    for dtype in ("fp32", "tf32"):
+        assert v5e.get_compute_dtype(dtype) == "bf16", dtype
+        assert v5e.get_peak_flops_per_s(dtype) == v5e.peak_flops_per_s["bf16"], dtype
+
+
+@pytest.mark.parametrize("path", HARDWARE_FILES, ids=_ids(HARDWARE_FILES))
+def test_floating_point_compute_never_falls_back_to_an_integer_peak(path: Path):
+    spec = _load(path, HardwareSpec)
+    for dtype in ("fp32", "tf32", "bf16", "fp16", "fp8"):
+        assert spec.get_compute_dtype(dtype) not in ("int8", "int4"), f"{path.name}: {dtype}"

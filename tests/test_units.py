@@ -50,3 +50,33 @@ def test_formatting_is_decimal():
     assert format_bytes(140e9) == "140 GB"
     assert format_seconds(0.0683) == "68.3 ms"
     assert format_count(131072) == "128k"
+
+
+@pytest.mark.parametrize("value", [True, False, -1, float("inf"), float("nan"), -4096.0, "inf", "nan"])
+def test_parse_count_rejects_non_counts(value):
+    """A boolean is not a count (True was returned as is), nor is a negative or non-finite number."""
+    with pytest.raises(UnitError):
+        parse_count(value)
+
+
+def test_parse_count_takes_whole_floats():
+    assert parse_count(4096.0) == 4096
+    with pytest.raises(UnitError, match="whole"):
+        parse_count(4096.5)
+
+
+@pytest.mark.parametrize("text", ["0.5,nan", "inf", "-inf,0.6", "1e999"])
+def test_parse_float_list_rejects_non_finite(text):
+    with pytest.raises(UnitError, match="finite"):
+        parse_float_list(text, "acceptance rate")
+
+
+def test_parse_int_range_refuses_huge_ranges_before_building_them():
+    """'0..100000000' built a list of 1e8 ints (a MemoryError after a long wait in sweep)."""
+    with pytest.raises(UnitError, match="100000001 values"):
+        parse_int_range("0..100000000")
+    assert len(parse_int_range("0..99", max_values=100)) == 100
+    with pytest.raises(UnitError, match="at most 100"):
+        parse_int_range("0..100", max_values=100)
+    with pytest.raises(UnitError, match="at most 3"):
+        parse_int_range("1,2,3,4", max_values=3)

@@ -1,0 +1,157 @@
+"""The schema of a measured profile (written by `rooflinesim calibrate`, read by rooflinesim.calibrate.profile): the
+`measured` block of a HardwareSpec.
+
+Every number is finite and every fitted coefficient non-negative, so a hand-edited or corrupted profile cannot
+price a step at a negative or NaN time; attention fits are keyed so that the timing model always finds a decode
+and a multi-token fit.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Annotated, Literal, Optional
+
+from pydantic import Field, field_validator, model_validator
+
+from .spec_base import FloatTuple, IntTuple, SpecModel, StrTuple
+from .units import normalize_dtype
+
+#: Elementwise op families `rooflinesim calibrate` measures (the keys of DtypeProfile.elementwise).
+ELEMENTWISE_FAMILIES = ("norm", "rope", "mlp_act", "residual", "kv_cache_write", "embedding")
+#: DtypeProfile.attention keys: one query token per sequence (decode) or several (verify), per head_dim.
+ATTENTION_FIT_KINDS = ("decode", "multi")
+_ATTENTION_KEY = re.compile(r"^(decode|multi)_d([1-9][0-9]*)$")
+
+
+def parse_attention_key(key: str) -> tuple[str, int]:
+    """'decode_d128' -> ('decode', 128); raises ValueError for any other form."""
+    match = _ATTENTION_KEY.match(key)
+    if not match:
+        raise ValueError(f"attention key {key!r} is not of the form '<decode|multi>_d<head_dim>', e.g. 'decode_d128'")
+    return match.group(1), int(match.group(2))
+
+
+class Provenance(SpecModel):
+    """Where and how a profile was measured."""
+
+    device_kind: Literal["cpu", "cuda"]
+    device_name: str
+    host_cpu: str
+    torch_version: str
+    dtypes: StrTuple
+    threads: int = Field(gt=0)
+    date: str
+    command: str
+    duration_s: float = Field(ge=0)
+    quick: bool
+    drift: float = Field(description="max relative change of the reference measurement (start/middle/end)")
+    drift_flagged: bool
+    reference_s: FloatTuple = ()
+    notes: str = ""
+
+
+class LinearTable(SpecModel):
+    """Measured time of one F.linear(x[M, K], W[N, K]) call vs M, with cold (rotated) weights."""
+
+    in_features: int = Field(gt=0)
+    out_features: int = Field(gt=0)
+    m: IntTuple
+    time_s: FloatTuple
+    spread: FloatTuple
+
+    @model_validator(mode="after")
+    def _check(self) -> "LinearTable":
+        if not (len(self.m) == len(self.time_s) == len(self.spread)) or len(self.m) < 1:
+            raise ValueError("m, time_s and spread must have the same, non-zero length")
+        if any(t <= 0 for t in self.time_s) or list(self.m) != sorted(set(self.m)) or self.m[0] < 1:
+            raise ValueError("times must be positive and m positive and strictly increasing")
+        if any(s < 0 for s in self.spread):
+            raise ValueError("spreads must be non-negative")
+        return self
+
+
+class AffineFit(SpecModel):
+    """time = overhead_s + sum(coefficient x feature), features named by the keys (e.g. kv_bytes, flops): every
+    coefficient non-negative, as the fit constrains them (a negative one would give negative times)."""
+
+    overhead_s: float = Field(ge=0)
+    coefficients: dict[str, Annotated[float, Field(ge=0)]]
+    median_abs_rel_residual: float = Field(ge=0)
+    points: int = Field(ge=0)
+
+
+class CacheReuse(SpecModel):
+    """A GEMV whose weights rotate over a working set of `working_set_bytes` runs `speedup` times faster than over
+    the cold pool (>= 1: the set stays in the caches between calls); interpolated in log bytes, clamped. Fully cached
+    weights stream at `warm_bandwidth_bytes_per_s` whatever their shape."""
+
+    working_set_bytes: FloatTuple
+    speedup: FloatTuple
+    warm_bandwidth_bytes_per_s: float = Field(gt=0, description="weight streaming at the smallest working set")
+
+    @model_validator(mode="after")
+    def _check(self) -> "CacheReuse":
+        if len(self.working_set_bytes) != len(self.speedup) or not self.speedup:
+            raise ValueError("working_set_bytes and speedup must have the same, non-zero length")
+        if any(b <= 0 for b in self.working_set_bytes) or list(self.working_set_bytes) != sorted(set(self.working_set_bytes)):
+            raise ValueError("working_set_bytes must be positive and strictly increasing")
+        if any(not 1.0 <= x <= 20.0 for x in self.speedup):
+            raise ValueError("cache speedups must lie in [1, 20]")
+        return self
+
+
+class DtypeProfile(SpecModel):
+    """Everything measured for one compute dtype."""
+
+    gemv_bandwidth_bytes_per_s: float = Field(gt=0)
+    copy_bandwidth_bytes_per_s: float = Field(gt=0)
+    peak_flops_per_s: float = Field(gt=0)
+    linear_overhead_s: float = Field(ge=0)
+    linear: tuple[LinearTable, ...] = Field(strict=False)
+    attention: dict[str, AffineFit] = Field(
+        description="masked SDPA, keyed '<decode|multi>_d<head_dim>': one query token (decode) or several (verify)"
+    )
+    elementwise: dict[str, AffineFit] = Field(description=f"per op family: {', '.join(ELEMENTWISE_FAMILIES)}")
+    layer_overhead_s: float = Field(ge=0, description="dispatch left per decoder layer after the per-op times")
+    step_overhead_s: float = Field(ge=0, description="dispatch left per forward step (mask, embedding glue)")
+    cache_reuse: Optional[CacheReuse] = Field(
+        None, description="weight streaming vs the working set the weights rotate over (the tables are cold)")
+    in_model_scale: float = Field(
+        1.0, ge=0.2, le=5.0,
+        description="whole synthetic decoders' measured time / the sum of their per-op times measured alone: ops run "
+                    "slower inside a forward pass than in a loop of their own",
+    )
+    residuals: dict[str, float] = Field(default_factory=dict)
+
+    @field_validator("attention")
+    @classmethod
+    def _attention_keys(cls, value: dict[str, AffineFit]) -> dict[str, AffineFit]:
+        kinds = {parse_attention_key(key)[0] for key in value}
+        missing = [kind for kind in ATTENTION_FIT_KINDS if kind not in kinds]
+        if missing:
+            raise ValueError(f"needs at least one {' and one '.join(repr(m + '_d<head_dim>') for m in missing)} fit "
+                             f"(has {sorted(value) or 'none'})")
+        return value
+
+    @field_validator("elementwise")
+    @classmethod
+    def _elementwise_keys(cls, value: dict[str, AffineFit]) -> dict[str, AffineFit]:
+        unknown = sorted(set(value) - set(ELEMENTWISE_FAMILIES))
+        if unknown:
+            raise ValueError(f"unknown op families {unknown}; known: {', '.join(ELEMENTWISE_FAMILIES)}")
+        return value
+
+
+class MeasuredProfile(SpecModel):
+    schema_version: Literal[1] = 1
+    profile_name: str
+    base_hardware: str = Field(description="the shipped hardware spec this device corresponds to (warn if applied to another)")
+    provenance: Provenance
+    dtypes: dict[str, DtypeProfile]
+
+    @field_validator("dtypes")
+    @classmethod
+    def _dtype_keys(cls, value: dict) -> dict:
+        if not value:
+            raise ValueError("a profile needs at least one measured dtype")
+        return {normalize_dtype(k): v for k, v in value.items()}
