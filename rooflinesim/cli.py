@@ -12,7 +12,7 @@ import sys
 
 from .registry import SpecError
 from .specs import InputError
-from .units import UnitError, parse_float_list
+from .units import GIGA, MICRO, UnitError, parse_float_list
 
 EXIT_BAD_INPUT = 2
 USER_ERRORS = (InputError, SpecError, UnitError)
@@ -185,9 +185,9 @@ def _cmd_calibrate(args) -> int:
     print(f"wrote {out} ({prov.device_name}, {', '.join(prov.dtypes)}, {prov.duration_s:.1f} s, "
           f"drift {prov.drift:.1%}{' FLAGGED: re-run on a quieter machine' if prov.drift_flagged else ''})")
     for dtype, prof in spec.measured.dtypes.items():
-        print(f"  {dtype}: GEMV {prof.gemv_bandwidth_bytes_per_s / 1e9:.1f} GB/s, copy "
-              f"{prof.copy_bandwidth_bytes_per_s / 1e9:.1f} GB/s, GEMM peak {prof.peak_flops_per_s / 1e9:.0f} GFLOP/s, "
-              f"per-layer overhead {prof.layer_overhead_s * 1e6:.0f} us")
+        print(f"  {dtype}: GEMV {prof.gemv_bandwidth_bytes_per_s / GIGA:.1f} GB/s, copy "
+              f"{prof.copy_bandwidth_bytes_per_s / GIGA:.1f} GB/s, GEMM peak {prof.peak_flops_per_s / GIGA:.0f} GFLOP/s, "
+              f"per-layer overhead {prof.layer_overhead_s / MICRO:.0f} us")
     if prov.drift_flagged:
         print(f"warning: the reference measurement drifted by {prov.drift:.0%} during the run", file=sys.stderr)
     return 0
@@ -216,8 +216,8 @@ def _check_validation_fits(model: str, draft: str, dtypes) -> None:
         return
     if need > VALIDATE_MEMORY_SHARE * have:
         raise InputError(
-            f"validating {target_spec.name} + {draft_spec.name} needs about {need / 1e9:.1f} GB of host memory "
-            f"(weights + KV caches in {max(dtypes, key=get_dtype_bytes)}); this machine has {have / 1e9:.1f} GB: "
+            f"validating {target_spec.name} + {draft_spec.name} needs about {need / GIGA:.1f} GB of host memory "
+            f"(weights + KV caches in {max(dtypes, key=get_dtype_bytes)}); this machine has {have / GIGA:.1f} GB: "
             "validate a smaller hold-out model")
 
 
@@ -425,7 +425,7 @@ def _cmd_list(args) -> int:
             table.add_column(column)
         for m in list_models():
             table.add_row(
-                get_short_name(m), m.name, f"{m.params / 1e9:.2f} B", str(m.num_layers), str(m.hidden_size),
+                get_short_name(m), m.name, f"{m.params / GIGA:.2f} B", str(m.num_layers), str(m.hidden_size),
                 f"{m.num_attention_heads}/{m.num_kv_heads}", format_count(m.max_context_tokens),
             )
     Console(width=140).print(table)

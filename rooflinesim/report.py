@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 
 from .predict import Prediction, StepSummary
-from .units import format_bytes, format_count, format_flops, format_rate, format_seconds
+from .units import GIGA, format_bytes, format_count, format_flops, format_rate, format_seconds
 
 
 def to_json(prediction: Prediction) -> str:
@@ -36,7 +36,7 @@ def render_prediction(prediction: Prediction, console=None) -> None:
         + (f" (profile {hw['calibration_profile']})" if hw.get("calibration_profile") else "")
     )
     console.print(
-        f"[bold]Model[/] {model['name']}: {model['params'] / 1e9:.2f} B params, "
+        f"[bold]Model[/] {model['name']}: {model['params'] / GIGA:.2f} B params, "
         f"{format_bytes(model['weight_bytes'])} of {w['weight_dtype']} weights, "
         f"KV {format_bytes(model['kv_bytes_per_token'])}/token ({w['kv_dtype']})"
     )

@@ -23,7 +23,7 @@ from .registry import get_short_name, load_hardware, load_model
 from .specs import HardwareSpec, InputError, ModelSpec, Workload
 from .step import MemoryFit, check_tensor_parallel, get_memory_fit
 from .timing import TimingModel, get_timing_model
-from .units import DEFAULT_QUANT_GROUP_SIZE, UnitError, format_count, normalize_dtype, parse_count, parse_float_list
+from .units import DEFAULT_QUANT_GROUP_SIZE, GIGA, UnitError, format_count, normalize_dtype, parse_count, parse_float_list
 
 DEFAULT_HARDWARE = "a100"
 DEFAULT_MODEL = "llama-3.1-8b"
@@ -285,7 +285,7 @@ def _check_grid_size(batch, context, k_values, alphas) -> None:
     if values > MAX_GRID_VALUES:
         raise InputError(
             f"grid of {batch.size:,} batches x {context.size:,} contexts x {k_values.size:,} k x {alphas:,} alphas "
-            f"would need about {values * 8 / 1e9:,.0f} GB to price; at most {MAX_GRID_VALUES * 8 / 1e9:.1f} GB is "
+            f"would need about {values * 8 / GIGA:,.0f} GB to price; at most {MAX_GRID_VALUES * 8 / GIGA:.1f} GB is "
             "allowed: use fewer points")
 
 
@@ -298,7 +298,7 @@ def _memory_warnings(scenario: Scenario) -> list[str]:
     if scenario.is_point:
         need = float(np.asarray(fit.total_bytes).reshape(-1)[0])
         max_batch = int(np.asarray(scenario.get_max_batch(scenario.context_tokens[0])).reshape(-1)[0])
-        return [f"infeasible: needs {need / 1e9:.1f} GB but {hw.name} has {hw.memory_capacity_bytes / 1e9:.1f} GB "
+        return [f"infeasible: needs {need / GIGA:.1f} GB but {hw.name} has {hw.memory_capacity_bytes / GIGA:.1f} GB "
                 f"(max batch at this context: {max_batch}); times are shown as if it fitted"]
     return [f"{int((~fits).sum())} of {fits.size} (batch, context) points do not fit in {hw.name}'s memory even "
             "without speculation; they never count as paying"]

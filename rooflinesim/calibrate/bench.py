@@ -38,7 +38,7 @@ import numpy as np
 import torch
 
 from ..specs import Efficiency, HardwareSpec, MeasuredProfile, Provenance
-from ..units import normalize_dtype
+from ..units import GIB, KIB, MIB, normalize_dtype
 from .benchmarks import JOB_FAMILIES, BenchContext, Job
 from .benchmarks.bandwidth import copy_bandwidth, gemv_bandwidth, reference_gemv
 from .fit_profile import fit_dtype
@@ -75,11 +75,11 @@ def _llc_bytes(device: Device) -> float:
     for path in glob.glob("/sys/devices/system/cpu/cpu0/cache/index*/size"):
         try:
             text = open(path).read().strip().upper()
-            value = float(text.rstrip("KMG")) * {"K": 2**10, "M": 2**20, "G": 2**30}.get(text[-1], 1)
+            value = float(text.rstrip("KMG")) * {"K": KIB, "M": MIB, "G": GIB}.get(text[-1], 1)
             best = max(best, value)
         except (OSError, ValueError):
             continue
-    return best or 32 * 2**20
+    return best or 32 * MIB
 
 
 def _base_hardware(device: Device) -> str:

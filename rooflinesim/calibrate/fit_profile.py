@@ -24,7 +24,7 @@ import numpy as np
 from ..ops import get_step_ops
 from ..specs import (AffineFit, CacheReuse, DtypeProfile, Efficiency, HardwareSpec, LinearTable, MeasuredProfile,
                      Provenance)
-from ..units import get_dtype_bytes
+from ..units import GIGA, get_dtype_bytes
 from .fit import AffineResult, RooflineFit, fit_affine, fit_roofline
 from .measurements import AttentionKey, CacheKey, DecoderKey, ElementwiseKey, LinearKey, Results
 from .plan import CACHE_SHAPE, DECODER_CONTEXT, Plan, elementwise_step_split, get_decoder_spec, synthetic_spec
@@ -198,7 +198,7 @@ def _placeholder_hw(dtypes: dict[str, DtypeProfile]) -> HardwareSpec:
     return HardwareSpec(
         schema_version=1, name="fit", kind="cpu", vendor="fit",
         peak_flops_per_s={d: p.peak_flops_per_s for d, p in dtypes.items()},
-        memory_bandwidth_bytes_per_s=first.gemv_bandwidth_bytes_per_s, memory_capacity_bytes=1e9,
+        memory_bandwidth_bytes_per_s=first.gemv_bandwidth_bytes_per_s, memory_capacity_bytes=GIGA,
         last_level_cache_bytes=0, efficiency=Efficiency(memory_fraction=1, compute_fraction=1, kernel_overhead_s=0),
         sources={"peak_flops_per_s": "fit", "memory_bandwidth_bytes_per_s": "fit", "memory_capacity_bytes": "fit"},
         measured=MeasuredProfile(profile_name="fit", base_hardware="fit", provenance=prov, dtypes=dtypes),

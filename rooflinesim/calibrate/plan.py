@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, NamedTuple
 
 from ..ops import get_step_ops
 from ..specs import ModelSpec
+from ..units import GIB, MIB
 
 if TYPE_CHECKING:
     from .timers import Device
@@ -96,8 +97,8 @@ def elementwise_step_split(tokens: int) -> StepTokens:
 
 #: the weight of the cache-reuse benchmark: 16 MB in fp32, 8 MB in bf16
 CACHE_SHAPE = WeightShape(2048, 2048)
-CACHE_WORKING_SETS = tuple(int(x * 2**20) for x in (16, 32, 64, 96, 128, 192, 256, 384))
-QUICK_CACHE_WORKING_SETS = tuple(int(x * 2**20) for x in (16, 64, 128, 256))
+CACHE_WORKING_SETS = tuple(int(x * MIB) for x in (16, 32, 64, 96, 128, 192, 256, 384))
+QUICK_CACHE_WORKING_SETS = tuple(int(x * MIB) for x in (16, 64, 128, 256))
 
 #: whole decoders timed by calibrate. The tiny ones measure dispatch; the mid-size ones (generic shapes, none a
 #: hold-out shape) how much slower ops run inside a forward pass. The mid-size ones span weight working sets of about
@@ -185,14 +186,14 @@ class Plan:
                 quick=True, dtypes=dtypes,
                 linear_shapes=(WeightShape(384, 384), WeightShape(1536, 1536), WeightShape(384, 24576)),
                 m_grid=(1, 4, 16, 64), passes=1, min_calls=2, min_time_s=0.0,
-                bandwidth_bytes=64 * 2**20, rotate_bytes=128 * 2**20, max_call_flops=1e9,
+                bandwidth_bytes=64 * MIB, rotate_bytes=128 * MIB, max_call_flops=1e9,
                 attention=AttentionGrid((AttentionHeads(12, 3, 64),), (1, 4), (96, 400), (1, 5)),
                 elementwise_tokens=(1, 40), block_models=("block-384", "block-1536"),
-                block_tokens=(StepTokens(1, 1),), cache_working_sets=(int(16 * 2**20),))
+                block_tokens=(StepTokens(1, 1),), cache_working_sets=(int(16 * MIB),))
         if quick:
             return cls(
                 quick=True, dtypes=dtypes, linear_shapes=QUICK_LINEAR_SHAPES, m_grid=QUICK_M_GRID, passes=1,
-                min_calls=3, min_time_s=0.004, bandwidth_bytes=256 * 2**20, rotate_bytes=512 * 2**20,
+                min_calls=3, min_time_s=0.004, bandwidth_bytes=256 * MIB, rotate_bytes=512 * MIB,
                 max_call_flops=1.5e9 if not device.is_cuda else 5e11,
                 attention=AttentionGrid(QUICK_ATTENTION_HEADS, QUICK_ATTENTION_BATCH, QUICK_ATTENTION_CONTEXT,
                                         QUICK_ATTENTION_Q),
@@ -200,7 +201,7 @@ class Plan:
                 block_tokens=(StepTokens(1, 1), StepTokens(8, 1)), cache_working_sets=QUICK_CACHE_WORKING_SETS)
         return cls(
             quick=False, dtypes=dtypes, linear_shapes=LINEAR_SHAPES, m_grid=M_GRID, passes=2, min_calls=5,
-            min_time_s=0.03, bandwidth_bytes=2**30, rotate_bytes=2**30,
+            min_time_s=0.03, bandwidth_bytes=GIB, rotate_bytes=GIB,
             max_call_flops=2e10 if not device.is_cuda else 5e12,
             attention=AttentionGrid(ATTENTION_HEADS, ATTENTION_BATCH, ATTENTION_CONTEXT, ATTENTION_Q),
             elementwise_tokens=ELEMENTWISE_TOKENS, block_models=BLOCK_MODELS,

@@ -22,6 +22,7 @@ import torch
 
 from ..specs import InputError
 from .measurements import Timing
+from ..units import MIB, MILLI, NANO
 
 TORCH_DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}
 
@@ -84,7 +85,7 @@ def select_device(requested: str = "auto", threads: int | None = None) -> Device
         index = torch.cuda.current_device()
         props = torch.cuda.get_device_properties(index)
         name = props.name
-        l2 = int(getattr(props, "L2_cache_size", 50 * 2**20) or 50 * 2**20)
+        l2 = int(getattr(props, "L2_cache_size", 50 * MIB) or 50 * MIB)
         return Device("cuda", name, _slugify(name), torch.get_num_threads(), torch.device("cuda", index), l2)
     n = threads or torch.get_num_threads() or os.cpu_count() or 1
     torch.set_num_threads(n)
@@ -128,13 +129,13 @@ class Timer:
                 fn()
                 e.record()
                 torch.cuda.synchronize(dev.torch_device)
-                samples.append(s.elapsed_time(e) / 1e3)
+                samples.append(s.elapsed_time(e) * MILLI)
         else:
             clock = time.perf_counter_ns
             while len(samples) < max_calls and (len(samples) < min_calls or time.perf_counter() - begin < min_time_s):
                 t0 = clock()
                 fn()
-                samples.append((clock() - t0) / 1e9)
+                samples.append((clock() - t0) * NANO)
         return Timing(tuple(samples))
 
 

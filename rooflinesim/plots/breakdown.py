@@ -11,7 +11,7 @@ from ..registry import get_short_name, load_model
 from ..scenario import Scenario
 from ..specs import InputError
 from ..step import get_workload_step
-from ..units import format_count
+from ..units import MILLI, format_count
 from .common import BREAKDOWN_COMPONENTS, _new_figure, _tp_label, get_scenario
 
 def get_step_breakdown(step) -> dict[str, np.ndarray]:
@@ -87,8 +87,8 @@ def plot_step_breakdown(
     shown = [(n, c) for n, c in BREAKDOWN_COMPONENTS if n != "interconnect" or np.any(parts[n] > 0)]
     names = [n for n, _ in shown]
     colors = [c for _, c in shown]
-    ax.stackplot(contexts, *[parts[n] * 1e3 for n in names], labels=names, colors=colors, alpha=0.9)
-    ax.plot(contexts, np.broadcast_to(step.roofline_step_time_s, contexts.shape) * 1e3, color="black", linestyle="--",
+    ax.stackplot(contexts, *[parts[n] / MILLI for n in names], labels=names, colors=colors, alpha=0.9)
+    ax.plot(contexts, np.broadcast_to(step.roofline_step_time_s, contexts.shape) / MILLI, color="black", linestyle="--",
             linewidth=1.5, label="speed-of-light step time")
     ax.set_xscale("log", base=2)
     ax.set_xlim(contexts[0], contexts[-1])

@@ -8,7 +8,7 @@ from pathlib import Path
 import numpy as np
 
 from ..specs import InputError
-from ..units import format_count
+from ..units import MILLI, format_count
 from .common import COLORS, VALIDATION_KINDS, _ticks_125
 
 def load_validation_report(report) -> dict:
@@ -104,7 +104,7 @@ def _draw_validation(data: dict, axes: list, band: float, label_dtype: bool = Fa
         p90 = s.get("p90_ape", float(np.quantile(ape, 0.9)))
         return f"{name}: median APE {100 * med:.0f} %, p90 {100 * p90:.0f} %"
 
-    ms = 1e3
+    ms = 1 / MILLI
     for kind in sorted(set(kinds), key=lambda k: (VALIDATION_KINDS + (k,)).index(k)):
         sel = kinds == kind
         marker = markers.get(kind, "D")
