@@ -247,9 +247,9 @@ def _cmd_sweep(args) -> int:
         calibration=args.calibration, tp=args.tp, draft_tp=args.draft_tp, quant_group_size=args.quant_group_size,
     )
     if args.output:
-        fmt = args.format or ("json" if args.output.endswith(".json") else "csv")
-        text = result.to_csv() if fmt == "csv" else result.to_json()
-        Path(args.output).write_text(text)
+        from .gridio import write_grid
+
+        write_grid(result, Path(args.output), args.format)
     if args.json:
         print(result.to_json(include_grid=False))
         return 0

@@ -8,8 +8,6 @@ TensorRT-LLM-style draft_len_schedule {max_batch: k}) per context bucket.
 
 from __future__ import annotations
 
-import csv
-import io
 import json
 from dataclasses import dataclass
 
@@ -124,25 +122,15 @@ class SweepResult:
 
     def to_rows(self):
         """Long format: one row per grid point (for CSV)."""
-        grids = np.meshgrid(self.batch, self.context_tokens, self.k, self.alpha, indexing="ij")
-        fits = np.broadcast_to(self.fits_in_memory[..., None], self.speedup.shape)
-        columns = {
-            "batch": grids[0], "context_tokens": grids[1], "k": grids[2], "alpha": grids[3],
-            "expected_tokens": np.broadcast_to(self.expected_tokens, self.speedup.shape),
-            "target_decode_time_s": np.broadcast_to(self.target_decode_time_s[:, :, None, None], self.speedup.shape),
-            "draft_step_time_s": np.broadcast_to(self.draft_step_time_s[:, :, None, None], self.speedup.shape),
-            "verify_step_time_s": np.broadcast_to(self.verify_step_time_s[..., None], self.speedup.shape),
-            "step_time_s": self.step_time_s, "speedup": self.speedup, "fits_in_memory": fits,
-        }
-        return {name: np.asarray(values).reshape(-1) for name, values in columns.items()}
+        from .gridio import get_grid_columns
+
+        return {name: np.asarray(values).reshape(-1) for name, values in get_grid_columns(self).items()}
 
     def to_csv(self) -> str:
-        rows = self.to_rows()
-        out = io.StringIO()
-        writer = csv.writer(out)
-        writer.writerow(rows.keys())
-        writer.writerows(zip(*(v.tolist() for v in rows.values())))
-        return out.getvalue()
+        """The grid as CSV text: what csv.writer writes for to_rows(), formatted by numpy (see gridio)."""
+        from .gridio import iter_csv
+
+        return b"".join(iter_csv(self)).decode("ascii")
 
     def to_dict(self, include_grid: bool = True) -> dict:
         out = {
@@ -158,7 +146,11 @@ class SweepResult:
         return out
 
     def to_json(self, include_grid: bool = True) -> str:
-        return json.dumps(self.to_dict(include_grid), indent=1)
+        if not include_grid:
+            return json.dumps(self.to_dict(include_grid), indent=1)
+        from .gridio import iter_json  # the same text as json.dumps of to_dict(), without a Python list per column
+
+        return b"".join(iter_json(self)).decode("ascii")
 
 
 def sweep(
