@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import csv
+import os
 import resource
 import statistics
 import subprocess
@@ -60,6 +61,7 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=3)
     args = parser.parse_args()
     walls = []
+    load_before = os.getloadavg()[0]
     with tempfile.TemporaryDirectory() as folder:
         output = Path(folder) / f"grid.{args.format}"
         for _ in range(args.repeats):
@@ -72,12 +74,15 @@ def main() -> None:
         rows = count_rows(output, args.format)
     if rows != N_POINTS:
         sys.exit(f"expected {N_POINTS:,} rows in the grid file, found {rows:,}")
-    # Linux reports ru_maxrss in KiB; the maximum over every child waited for, i.e. the largest run
-    peak_mb = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss * 1024 / 1e6
-    print(f"CPU: {get_cpu_model()} ({len(__import__('os').sched_getaffinity(0))} cores usable)")
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    peak_mb = usage.ru_maxrss * 1024 / 1e6  # Linux: KiB, the maximum over every child waited for (the largest run)
+    cpu_s = (usage.ru_utime + usage.ru_stime) / args.repeats
+    # wall time on a shared machine depends on what else runs: the load average and the CPU time put it in context
+    print(f"CPU: {get_cpu_model()} ({len(os.sched_getaffinity(0))} cores usable, load average {load_before:.1f} "
+          f"before, {os.getloadavg()[0]:.1f} after)")
     print(f"rooflinesim sweep -o grid.{args.format}: {N_POINTS:,} points, {size_mb:.0f} MB file")
     print(f"wall: median {statistics.median(walls):.2f} s over {args.repeats} runs "
-          f"({', '.join(f'{w:.2f}' for w in walls)} s); peak RSS {peak_mb:.0f} MB")
+          f"({', '.join(f'{w:.2f}' for w in walls)} s); CPU {cpu_s:.2f} s per run; peak RSS {peak_mb:.0f} MB")
 
 
 if __name__ == "__main__":
