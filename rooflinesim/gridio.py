@@ -24,18 +24,20 @@ _COMMA, _CR, _LF = ord(","), ord("\r"), ord("\n")
 
 def get_grid_columns(result) -> dict[str, np.ndarray]:
     """The long-format columns of a SweepResult as read-only broadcast views of the grid shape (no copies), in file
-    order."""
+    order. Each per-point array spans the leading grid axes (batch, context[, k[, alpha]]): e.g. the target decode
+    time is (n_batch, n_ctx), the verify step (n_batch, n_ctx, n_k)."""
     shape = result.speedup.shape
+
+    def lead(values):
+        values = np.asarray(values)
+        return values[(...,) + (None,) * (len(shape) - values.ndim)]
+
     b, c, k, a = (np.asarray(v) for v in (result.batch, result.context_tokens, result.k, result.alpha))
     columns = {
-        "batch": b[:, None, None, None], "context_tokens": c[None, :, None, None],
-        "k": k[None, None, :, None], "alpha": a[None, None, None, :],
-        "expected_tokens": result.expected_tokens,
-        "target_decode_time_s": result.target_decode_time_s[:, :, None, None],
-        "draft_step_time_s": result.draft_step_time_s[:, :, None, None],
-        "verify_step_time_s": result.verify_step_time_s[..., None],
-        "step_time_s": result.step_time_s, "speedup": result.speedup,
-        "fits_in_memory": result.fits_in_memory[..., None],
+        "batch": lead(b), "context_tokens": c[:, None, None], "k": k[:, None], "alpha": a,
+        "expected_tokens": result.expected_tokens, "target_decode_time_s": lead(result.target_decode_time_s),
+        "draft_step_time_s": lead(result.draft_step_time_s), "verify_step_time_s": lead(result.verify_step_time_s),
+        "step_time_s": result.step_time_s, "speedup": result.speedup, "fits_in_memory": lead(result.fits_in_memory),
     }
     return {name: np.broadcast_to(values, shape) for name, values in columns.items()}
 
