@@ -321,8 +321,9 @@ def _cmd_sweep(args) -> int:
         **_deployment_options(args), **_speculation_options(args),
     )
     if args.output:
-        text = result.to_csv() if fmt == "csv" else result.to_json()
-        Path(args.output).write_text(text)
+        from .gridio import write_grid
+
+        write_grid(result, Path(args.output), fmt)
     if args.json:
         print(result.to_json(include_grid=False))
         _print_warnings(result.warnings)

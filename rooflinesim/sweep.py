@@ -8,8 +8,6 @@ TensorRT-LLM-style draft_len_schedule {max_batch: k}) per context bucket.
 
 from __future__ import annotations
 
-import csv
-import io
 import json
 from dataclasses import dataclass
 
@@ -83,13 +81,14 @@ class SweepResult:
 
     def get_break_even_table(self) -> list[dict]:
         rows = []
-        be = self.break_even_batch
+        be, best_k, best_speedup = self.break_even_batch, self.best_k, self.best_speedup  # each is a grid pass
         for j, ctx in enumerate(self.context_tokens):
             for a, alpha in enumerate(self.alpha):
                 rows.append({
-                    "context_tokens": int(ctx), "alpha": float(alpha), "break_even_batch": int(be[j, a]) if be[j, a] > 0 else None,
-                    "best_k_at_batch_1": int(self.best_k[0, j, a]),
-                    "best_speedup_at_batch_1": float(self.best_speedup[0, j, a]),
+                    "context_tokens": int(ctx), "alpha": float(alpha),
+                    "break_even_batch": int(be[j, a]) if be[j, a] > 0 else None,
+                    "best_k_at_batch_1": int(best_k[0, j, a]),
+                    "best_speedup_at_batch_1": float(best_speedup[0, j, a]),
                 })
         return rows
 
@@ -101,7 +100,7 @@ class SweepResult:
         trtllm: `draft_len_schedule` {max_batch: k}, the best k for batches up to each key (0 = off), merged runs.
         """
         schedules = []
-        be = self.break_even_batch
+        be, best_k = self.break_even_batch, self.best_k
         for j, ctx in enumerate(self.context_tokens):
             for a, alpha in enumerate(self.alpha):
                 paying = self.batch < be[j, a] if be[j, a] > 0 else np.ones_like(self.batch, dtype=bool)
@@ -112,7 +111,7 @@ class SweepResult:
                     num_tokens = int(self.k[np.argmax(mean_speedup)])
                 else:
                     num_tokens = 0
-                best = self.best_k[:, j, a]
+                best = best_k[:, j, a]
                 schedule: dict[int, int] = {}
                 for i, b in enumerate(self.batch):
                     if i + 1 == len(self.batch) or best[i + 1] != best[i]:
@@ -127,25 +126,15 @@ class SweepResult:
 
     def to_rows(self):
         """Long format: one row per grid point (for CSV)."""
-        grids = np.meshgrid(self.batch, self.context_tokens, self.k, self.alpha, indexing="ij")
-        fits = np.broadcast_to(self.fits_in_memory[..., None], self.speedup.shape)
-        columns = {
-            "batch": grids[0], "context_tokens": grids[1], "k": grids[2], "alpha": grids[3],
-            "expected_tokens": np.broadcast_to(self.expected_tokens, self.speedup.shape),
-            "target_decode_time_s": np.broadcast_to(self.target_decode_time_s[:, :, None, None], self.speedup.shape),
-            "draft_step_time_s": np.broadcast_to(self.draft_step_time_s[..., None], self.speedup.shape),
-            "verify_step_time_s": np.broadcast_to(self.verify_step_time_s[..., None], self.speedup.shape),
-            "step_time_s": self.step_time_s, "speedup": self.speedup, "fits_in_memory": fits,
-        }
-        return {name: np.asarray(values).reshape(-1) for name, values in columns.items()}
+        from .gridio import get_grid_columns
+
+        return {name: np.asarray(values).reshape(-1) for name, values in get_grid_columns(self).items()}
 
     def to_csv(self) -> str:
-        rows = self.to_rows()
-        out = io.StringIO()
-        writer = csv.writer(out)
-        writer.writerow(rows.keys())
-        writer.writerows(zip(*(v.tolist() for v in rows.values())))
-        return out.getvalue()
+        """The grid as CSV text: what csv.writer writes for to_rows(), formatted by numpy (see gridio)."""
+        from .gridio import iter_csv
+
+        return b"".join(iter_csv(self)).decode("ascii")
 
     def to_dict(self, include_grid: bool = True) -> dict:
         out = {
@@ -162,7 +151,11 @@ class SweepResult:
         return out
 
     def to_json(self, include_grid: bool = True) -> str:
-        return json.dumps(self.to_dict(include_grid), indent=1)
+        if not include_grid:
+            return json.dumps(self.to_dict(include_grid), indent=1)
+        from .gridio import iter_json  # the same text as json.dumps of to_dict(), without a Python list per column
+
+        return b"".join(iter_json(self)).decode("ascii")
 
 
 def sweep(

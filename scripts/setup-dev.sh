@@ -18,5 +18,7 @@ then
     echo "setup-dev: no torch >= 2.2 found; installing the CPU build torch==2.13.0"
     "$PYTHON" -m pip install --quiet torch==2.13.0
 fi
-"$PYTHON" -m pip install --quiet -e ".[dev]"
+# tests/test_packaging.py builds a wheel offline (--no-build-isolation), so the build backend of pyproject.toml must be
+# installed too: a venv on Python >= 3.12 starts without setuptools
+"$PYTHON" -m pip install --quiet -e ".[dev]" "setuptools>=68" wheel
 echo "setup-dev: $("$PYTHON" -c 'import torch, rooflinesim; print("torch", torch.__version__, "| rooflinesim", rooflinesim.__version__)')"
