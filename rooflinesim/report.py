@@ -63,8 +63,11 @@ def render_prediction(prediction: Prediction, console=None) -> None:
     console.print(_step_line(f"[bold]Prefill[/] of {w['batch']} x {format_count(prediction.prefill.new_tokens_per_sequence)} tokens",
                              prediction.prefill, w["batch"]))
     fit = "[green]fits[/]" if mem["fits_in_memory"] else "[red]INFEASIBLE: does not fit[/]"
+    draft_note = " (target + draft)" if mem.get("includes_draft") else ""
+    lookahead_note = f" (incl. k = {mem['at_k']} lookahead)" if mem.get("at_k") else ""
     console.print(
-        f"[bold]Memory[/] {fit}: weights {format_bytes(mem['weight_bytes'])} + KV {format_bytes(mem['kv_cache_bytes'])} "
+        f"[bold]Memory[/] {fit}: weights {format_bytes(mem['weight_bytes'])}"
+        f"{draft_note} + KV {format_bytes(mem['kv_cache_bytes'])}{lookahead_note} "
         f"+ activations {format_bytes(mem['activation_bytes'])} = {format_bytes(mem['total_bytes'])} of "
         f"{format_bytes(mem['capacity_bytes'])}; max batch at this context: {mem['max_batch']}"
     )
