@@ -118,3 +118,20 @@ def test_the_checker_sees_lazy_and_relative_imports(tmp_path):
     source = PACKAGE / "scenario.py"
     assert "rooflinesim.profiles" in _imports(source)  # imported inside build_scenario
     assert "rooflinesim.step" in _imports(source)
+
+
+def test_units_is_the_only_home_of_unit_constants():
+    """No literal binary (2**20) or decimal (x 1e9, / 1e6) scale factor outside units.py: each comes from its named
+    constant (`units.GIGA`, `units.MIB`, `units.MILLI`, ...). Dimensionless tolerances (1e-9) are not unit constants."""
+    import re
+
+    literal = re.compile(r"2\s*\*\*\s*(10|20|30|40)\b|[*/]\s*1e(3|6|9|12|15)\b|\b1024\s*\*\*\s*[234]\b")
+    found = []
+    for path in sorted(PACKAGE.rglob("*.py")):
+        if path.name == "units.py":
+            continue
+        for number, line in enumerate(path.read_text().splitlines(), 1):
+            code = line.split("#", 1)[0]
+            if literal.search(code) and '"""' not in code and "tolerance" not in code:
+                found.append(f"{path.relative_to(PACKAGE)}:{number}: {line.strip()}")
+    assert not found, "\n".join(found)
