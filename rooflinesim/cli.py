@@ -34,6 +34,11 @@ def _add_deployment_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--tp", default=1, help="tensor-parallel degree: the model is sharded over this many devices")
     p.add_argument("--draft-tp", default=None, help="the draft model's own tensor-parallel degree (default: --tp)")
     p.add_argument("--quant-group-size", type=int, default=128, help="weights per scale for int8/int4 (default 128)")
+    p.add_argument("--gpu-memory-utilization", default=None,
+                   help="share of device memory the engine may use, as vLLM's flag (default 0.9)")
+    p.add_argument("--memory-reserve-gib", default=None,
+                   help="memory held beyond weights, KV and step activations: CUDA context, workspaces, graphs, "
+                        "prefill activations (GiB, default 3)")
 
 
 def _add_workload_arguments(p: argparse.ArgumentParser) -> None:
@@ -266,7 +271,18 @@ def _deployment_options(args) -> dict:
     """The build_scenario options every pricing command shares, as the user gave them (no defaults added here)."""
     return dict(weight_dtype=args.weight_dtype, kv_dtype=args.kv_dtype, activation_dtype=args.activation_dtype,
                 attention=args.attention, calibration=args.calibration, tp=args.tp, draft_tp=args.draft_tp,
-                quant_group_size=args.quant_group_size)
+                quant_group_size=args.quant_group_size, gpu_memory_utilization=args.gpu_memory_utilization,
+                memory_reserve_bytes=_gib_to_bytes(args.memory_reserve_gib))
+
+
+def _gib_to_bytes(value):
+    """--memory-reserve-gib as bytes (None stays None: build_scenario owns the default)."""
+    if value is None:
+        return None
+    try:
+        return float(value) * (1 << 30)
+    except ValueError:
+        raise InputError(f"--memory-reserve-gib must be a number of GiB, got {value!r}") from None
 
 
 def _speculation_options(args) -> dict:

@@ -41,6 +41,15 @@ MAX_BATCH = 10_000_000
 MAX_CONTEXT_TOKENS = 1 << 30
 #: a grid whose pricing would hold more than this many float64 values in memory at once is refused up front.
 MAX_GRID_VALUES = 400_000_000
+#: Share of the device memory an engine lets itself use: vLLM's `--gpu-memory-utilization` defaults to 0.9 (vLLM
+#: engine arguments; its log: "the current vLLM instance can use total_gpu_memory (79.22GiB) x
+#: gpu_memory_utilization (0.90) = 71.29GiB", vllm-project/vllm PR #12126, 2025-01-16).
+DEFAULT_GPU_MEMORY_UTILIZATION = 0.9
+#: Memory an engine holds beyond weights, KV cache and our per-step activations: CUDA context, cuBLAS workspaces,
+#: NCCL / custom all-reduce buffers and CUDA graphs ("non_torch_memory 1.79GiB") plus the profiled peak activation of
+#: a max-size prefill chunk ("PyTorch activation peak memory 1.26GiB"): vLLM serving Llama-3-8B on an H100
+#: (vllm-project/vllm PR #10511, 2024-12-14). 3 GiB, the sum rounded.
+DEFAULT_MEMORY_RESERVE_BYTES = 3 * (1 << 30)
 
 
 @dataclass(frozen=True)
@@ -97,6 +106,15 @@ class Scenario:
     k: int | None = None  # the draft length asked for (None: the best one)
     extra_draft_pass: bool = False
     warnings: tuple[str, ...] = ()
+    gpu_memory_utilization: float = DEFAULT_GPU_MEMORY_UTILIZATION
+    memory_reserve_bytes: float = DEFAULT_MEMORY_RESERVE_BYTES
+
+    @property
+    def usable_memory_bytes(self) -> float:
+        """What the engine leaves for weights, KV cache and step activations on one device: capacity x the usable
+        fraction - the reserve (never below 0)."""
+        total = self.hardware.memory_capacity_bytes
+        return max(total * self.gpu_memory_utilization - self.memory_reserve_bytes, 0.0)
 
     @property
     def is_point(self) -> bool:
@@ -121,6 +139,7 @@ class Scenario:
         w = self.workload
         fit = get_memory_fit(self.hardware, self.model, b, s, q, w.weight_dtype, w.kv_dtype, w.activation_dtype,
                              w.attention, w.tensor_parallel, w.quant_group_size)
+        fit = replace(fit, capacity_bytes=self.usable_memory_bytes)
         if self.drafter is None or self.drafter.kind != "model":
             return fit
         d = self.draft_workload
@@ -279,6 +298,22 @@ def resolve_drafter(target: ModelSpec, hw: HardwareSpec, workload: Workload, dra
     return Drafter("model", draft_model, tensor_parallel=tp), draft_workload, warnings
 
 
+def resolve_memory_options(gpu_memory_utilization, memory_reserve_bytes) -> tuple[float, float]:
+    """The usable fraction of device memory (0, 1] and the reserve in bytes (>= 0), defaults resolved here."""
+    utilization = DEFAULT_GPU_MEMORY_UTILIZATION if gpu_memory_utilization is None else gpu_memory_utilization
+    if isinstance(utilization, str):
+        try:
+            utilization = float(utilization)
+        except ValueError:
+            raise InputError(f"GPU memory utilisation must be a number in (0, 1], got {utilization!r}") from None
+    if not (_is_number(utilization) and math.isfinite(utilization) and 0 < utilization <= 1):
+        raise InputError(f"GPU memory utilisation must be a number in (0, 1], got {utilization!r}")
+    reserve = DEFAULT_MEMORY_RESERVE_BYTES if memory_reserve_bytes is None else memory_reserve_bytes
+    if not (_is_number(reserve) and math.isfinite(reserve) and reserve >= 0):
+        raise InputError(f"memory reserve must be a non-negative number of bytes, got {reserve!r}")
+    return float(utilization), float(reserve)
+
+
 def _check_grid_size(batch, context, k_values, alphas) -> None:
     # pricing holds ~20 ops x 8 arrays over (batch, context, k) and ~10 result arrays over the full grid
     values = batch.size * context.size * (k_values.size * 160 + 10 * k_values.size * alphas)
@@ -298,8 +333,9 @@ def _memory_warnings(scenario: Scenario) -> list[str]:
     if scenario.is_point:
         need = float(np.asarray(fit.total_bytes).reshape(-1)[0])
         max_batch = int(np.asarray(scenario.get_max_batch(scenario.context_tokens[0])).reshape(-1)[0])
-        return [f"infeasible: needs {need / 1e9:.1f} GB but {hw.name} has {hw.memory_capacity_bytes / 1e9:.1f} GB "
-                f"(max batch at this context: {max_batch}); times are shown as if it fitted"]
+        return [f"infeasible: needs {need / 1e9:.1f} GB but {hw.name} leaves {scenario.usable_memory_bytes / 1e9:.1f} GB "
+                f"of its {hw.memory_capacity_bytes / 1e9:.1f} GB usable (max batch at this context: {max_batch}); times "
+                "are shown as if it fitted"]
     return [f"{int((~fits).sum())} of {fits.size} (batch, context) points do not fit in {hw.name}'s memory even "
             "without speculation; they never count as paying"]
 
@@ -328,6 +364,8 @@ def build_scenario(
     k_values=None,
     head_layer_fraction: float = DEFAULT_HEAD_LAYER_FRACTION,
     extra_draft_pass: bool = False,
+    gpu_memory_utilization=None,
+    memory_reserve_bytes=None,
 ) -> Scenario:
     """Resolve every user input into one Scenario (see the module docstring).
 
@@ -335,6 +373,8 @@ def build_scenario(
     length to report (default: the best); `k_values` the draft lengths to price (default 0..16, or 0..the number of
     per-position rates). `alpha` is one i.i.d. acceptance rate or several; `alpha_per_position` (a list or
     '0.9,0.8') the conditional rate per draft position instead. `speculative=False` leaves the drafter out.
+    `gpu_memory_utilization` (default 0.9, vLLM's) and `memory_reserve_bytes` (default 3 GiB) set what memory fit
+    and max batch may use: capacity x utilisation - reserve.
     """
     warnings: list[str] = []
     hw_spec = load_hardware(hw)
@@ -361,8 +401,10 @@ def build_scenario(
                         kv_dtype=kv, activation_dtype=activation, attention=attention, tensor_parallel=tp,
                         quant_group_size=group)
     timing = get_timing_model(hw_spec)
+    utilization, reserve = resolve_memory_options(gpu_memory_utilization, memory_reserve_bytes)
     scenario = Scenario(hw_spec, model_spec, workload, batch_axis, context_axis, timing,
-                        k_values=np.asarray([0]), extra_draft_pass=bool(extra_draft_pass))
+                        k_values=np.asarray([0]), extra_draft_pass=bool(extra_draft_pass),
+                        gpu_memory_utilization=utilization, memory_reserve_bytes=reserve)
     if speculative:
         acceptance = resolve_acceptance(alpha, alpha_per_position)
         chosen = None if k is None else check_k(k)
@@ -399,5 +441,6 @@ def _pricing_warnings(scenario: Scenario) -> list[str]:
 __all__ = [
     "Scenario", "Drafter", "Acceptance", "build_scenario", "resolve_dtypes", "resolve_drafter", "resolve_acceptance",
     "check_positive_int", "check_k", "check_alpha", "parse_context", "DEFAULT_DRAFT", "DEFAULT_ALPHA", "MAX_K",
-    "MAX_K_LIMIT", "DRAFTER_KINDS", "DEFAULT_HEAD_LAYER_FRACTION",
+    "MAX_K_LIMIT", "DRAFTER_KINDS", "DEFAULT_HEAD_LAYER_FRACTION", "DEFAULT_GPU_MEMORY_UTILIZATION",
+    "DEFAULT_MEMORY_RESERVE_BYTES", "resolve_memory_options",
 ]
