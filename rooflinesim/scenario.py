@@ -298,9 +298,14 @@ def resolve_drafter(target: ModelSpec, hw: HardwareSpec, workload: Workload, dra
     return Drafter("model", draft_model, tensor_parallel=tp), draft_workload, warnings
 
 
-def resolve_memory_options(gpu_memory_utilization, memory_reserve_bytes) -> tuple[float, float]:
-    """The usable fraction of device memory (0, 1] and the reserve in bytes (>= 0), defaults resolved here."""
-    utilization = DEFAULT_GPU_MEMORY_UTILIZATION if gpu_memory_utilization is None else gpu_memory_utilization
+def resolve_memory_options(gpu_memory_utilization, memory_reserve_bytes, hw: HardwareSpec | None = None
+                           ) -> tuple[float, float]:
+    """The usable fraction of device memory (0, 1] and the reserve in bytes (>= 0), defaults resolved here: the
+    engine defaults above on accelerators; on a CPU (no serving engine's reservation to copy) the whole memory."""
+    on_cpu = hw is not None and hw.kind == "cpu"
+    default_utilization, default_reserve = (1.0, 0.0) if on_cpu else (DEFAULT_GPU_MEMORY_UTILIZATION,
+                                                                       DEFAULT_MEMORY_RESERVE_BYTES)
+    utilization = default_utilization if gpu_memory_utilization is None else gpu_memory_utilization
     if isinstance(utilization, str):
         try:
             utilization = float(utilization)
@@ -308,7 +313,7 @@ def resolve_memory_options(gpu_memory_utilization, memory_reserve_bytes) -> tupl
             raise InputError(f"GPU memory utilisation must be a number in (0, 1], got {utilization!r}") from None
     if not (_is_number(utilization) and math.isfinite(utilization) and 0 < utilization <= 1):
         raise InputError(f"GPU memory utilisation must be a number in (0, 1], got {utilization!r}")
-    reserve = DEFAULT_MEMORY_RESERVE_BYTES if memory_reserve_bytes is None else memory_reserve_bytes
+    reserve = default_reserve if memory_reserve_bytes is None else memory_reserve_bytes
     if not (_is_number(reserve) and math.isfinite(reserve) and reserve >= 0):
         raise InputError(f"memory reserve must be a non-negative number of bytes, got {reserve!r}")
     return float(utilization), float(reserve)
@@ -373,8 +378,8 @@ def build_scenario(
     length to report (default: the best); `k_values` the draft lengths to price (default 0..16, or 0..the number of
     per-position rates). `alpha` is one i.i.d. acceptance rate or several; `alpha_per_position` (a list or
     '0.9,0.8') the conditional rate per draft position instead. `speculative=False` leaves the drafter out.
-    `gpu_memory_utilization` (default 0.9, vLLM's) and `memory_reserve_bytes` (default 3 GiB) set what memory fit
-    and max batch may use: capacity x utilisation - reserve.
+    `gpu_memory_utilization` (default 0.9, vLLM's) and `memory_reserve_bytes` (default 3 GiB; on a CPU 1 and 0) set
+    what memory fit and max batch may use: capacity x utilisation - reserve.
     """
     warnings: list[str] = []
     hw_spec = load_hardware(hw)
@@ -401,7 +406,7 @@ def build_scenario(
                         kv_dtype=kv, activation_dtype=activation, attention=attention, tensor_parallel=tp,
                         quant_group_size=group)
     timing = get_timing_model(hw_spec)
-    utilization, reserve = resolve_memory_options(gpu_memory_utilization, memory_reserve_bytes)
+    utilization, reserve = resolve_memory_options(gpu_memory_utilization, memory_reserve_bytes, hw_spec)
     scenario = Scenario(hw_spec, model_spec, workload, batch_axis, context_axis, timing,
                         k_values=np.asarray([0]), extra_draft_pass=bool(extra_draft_pass),
                         gpu_memory_utilization=utilization, memory_reserve_bytes=reserve)

@@ -67,3 +67,11 @@ def test_cli_flags_and_json_report_total_and_usable(capsys):
     assert memory["gpu_memory_utilization"] == 0.95 and memory["memory_reserve_bytes"] == GIB
     assert main(["predict", "--gpu-memory-utilization", "2"]) == 2
     assert main(["predict", "--memory-reserve-gib", "lots"]) == 2
+
+
+def test_a_cpu_keeps_its_whole_memory_unless_told():
+    cpu = build_scenario("cpu", "llama-3.2-1b", 1, "1k", speculative=False)
+    assert cpu.gpu_memory_utilization == 1.0 and cpu.memory_reserve_bytes == 0
+    assert cpu.usable_memory_bytes == cpu.hardware.memory_capacity_bytes
+    told = build_scenario("cpu", "llama-3.2-1b", 1, "1k", speculative=False, gpu_memory_utilization=0.5)
+    assert told.usable_memory_bytes == 0.5 * cpu.hardware.memory_capacity_bytes
