@@ -38,12 +38,39 @@ class InputError(ValueError):
     """A workload the user asked for that makes no sense. The message is meant for the user as is."""
 
 
+class PeerToPeerAllReduce(SpecModel):
+    """Engines' own small-message all-reduce over peer-to-peer loads and stores (vLLM / SGLang custom all-reduce,
+    TensorRT-LLM one-shot / two-shot, PyTorch intra-node comm): one kernel, one barrier per phase.
+
+    one-shot: latency + (N - 1) x bytes / bandwidth (every device reads every peer's whole buffer);
+    two-shot: 2 x latency + 2 (N - 1) / N x bytes / bandwidth (reduce-scatter, then all-gather).
+    """
+
+    latency_s: float = Field(ge=0, description="fixed cost of one phase: launch-free kernel time + barrier")
+    latency_per_peer_s: float = Field(default=0.0, ge=0, description="extra per peer (flags to poll)")
+    bandwidth_bytes_per_s: float = Field(gt=0, description="achieved per device at decode message sizes")
+    max_bytes: float = Field(gt=0, description="above this message size the engine falls back to NCCL")
+    max_devices: int = Field(default=8, gt=1, description="largest TP degree the kernel runs at on this link")
+
+
 class Interconnect(SpecModel):
-    """Device-to-device link used by tensor-parallel collectives."""
+    """Device-to-device link used by tensor-parallel collectives.
+
+    The ring (NCCL) costs `ring_base_latency_s` + steps x `latency_s` + its bytes over the link's bandwidth; with a
+    `peer_to_peer_allreduce` block the engine's one-shot / two-shot kernels are also available and the fastest of
+    the algorithms is taken per message size and TP degree (`timing.collectives`). Version-1 files without the
+    optional fields price the ring alone, as before.
+    """
 
     kind: str = Field(description="e.g. nvlink4, pcie5, infinity-fabric, ici")
     bandwidth_bytes_per_s_per_direction: float = Field(gt=0)
-    latency_s: float = Field(ge=0)
+    latency_s: float = Field(ge=0, description="ring: per step (NCCL's hwLat of the low-latency protocol)")
+    ring_base_latency_s: float = Field(default=0.0, ge=0, description="ring: once per collective (NCCL baseLat)")
+    ring_bulk_base_latency_s: Optional[float] = Field(
+        default=None, ge=0, description="ring, bulk protocol (NCCL Simple): once per collective; with it, the "
+                                        "low-latency protocol above moves data at a quarter of the link (NCCL LL)")
+    ring_bulk_latency_s: Optional[float] = Field(default=None, ge=0, description="ring, bulk protocol: per step")
+    peer_to_peer_allreduce: Optional[PeerToPeerAllReduce] = None
 
 
 class Efficiency(SpecModel):
@@ -153,6 +180,7 @@ __all__ = [
     "DTYPES",
     "COMPUTE_DTYPE_FALLBACK",
     "Interconnect",
+    "PeerToPeerAllReduce",
     "Efficiency",
     "HardwareSpec",
     "ModelSpec",

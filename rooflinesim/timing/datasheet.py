@@ -3,7 +3,7 @@
 time per op instance = max(FLOPs / (peak x compute fraction), bytes / (bandwidth x memory fraction)) + overhead,
 applied per op and then summed (never one max over step totals). `expected` uses the spec's documented fractions and
 overhead; `speed_of_light` uses fractions of 1 and no overhead (the *roofline* time). Collectives of tensor
-parallelism are timed by the interconnect (`get_collective_time`), whatever the timing model.
+parallelism are timed by the interconnect (`collectives.get_collective_time`), whatever the timing model.
 """
 
 from __future__ import annotations
@@ -13,8 +13,9 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..ops import COLLECTIVE_KINDS, OpCost
-from ..specs import HardwareSpec, InputError
+from ..specs import HardwareSpec
 from .base import OpTime, TimingModel, get_op_peak_flops_per_s
+from .collectives import get_collective_time
 
 
 @dataclass(frozen=True)
@@ -55,23 +56,6 @@ class DatasheetTiming:
 
     def get_warnings(self, ops: list[OpCost], compute_dtype: str) -> list[str]:
         return []
-
-
-def get_collective_time(op: OpCost, hw: HardwareSpec, bandwidth_fraction: float = 1.0) -> OpTime:
-    """Ring all-reduce / all-gather of `op.comm_bytes` over N devices, alpha-beta model per instance:
-
-    all-reduce: 2(N-1) x latency + 2(N-1)/N x bytes / link bandwidth (reduce-scatter then all-gather);
-    all-gather: (N-1) x latency + (N-1)/N x bytes / link bandwidth. Bandwidth is per direction of one link.
-    """
-    if hw.interconnect is None:
-        raise InputError(f"{hw.name} has no interconnect in its spec: tensor parallelism cannot be modelled")
-    n = float(op.dims["devices"])
-    steps = 2 * (n - 1) if op.kind == "allreduce" else (n - 1)
-    link = hw.interconnect.bandwidth_bytes_per_s_per_direction * bandwidth_fraction
-    transfer = op.count * steps / n * op.comm_bytes / link
-    latency = np.full_like(transfer, op.count * steps * hw.interconnect.latency_s)
-    zero = np.zeros_like(transfer)
-    return OpTime(zero, transfer, latency, transfer + latency, zero.astype(bool))
 
 
 def get_op_time(timing: TimingModel, hw: HardwareSpec, op: OpCost, compute_dtype: str,
