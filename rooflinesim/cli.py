@@ -34,6 +34,9 @@ def _add_deployment_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--tp", default=1, help="tensor-parallel degree: the model is sharded over this many devices")
     p.add_argument("--draft-tp", default=None, help="the draft model's own tensor-parallel degree (default: --tp)")
     p.add_argument("--quant-group-size", type=int, default=128, help="weights per scale for int8/int4 (default 128)")
+    p.add_argument("--quant-kernel", default=None,
+                   help="kernel of int8/int4/fp8 weights: generic, tinygemm, marlin, int8-weight-only, fp8-weight-only, "
+                        "fp8-rowwise (default: the hardware's, see 'show')")
     p.add_argument("--gpu-memory-utilization", default=None,
                    help="share of device memory the engine may use, as vLLM's flag (default 0.9)")
     p.add_argument("--memory-reserve-gib", default=None,
@@ -272,7 +275,7 @@ def _deployment_options(args) -> dict:
     return dict(weight_dtype=args.weight_dtype, kv_dtype=args.kv_dtype, activation_dtype=args.activation_dtype,
                 attention=args.attention, calibration=args.calibration, tp=args.tp, draft_tp=args.draft_tp,
                 quant_group_size=args.quant_group_size, gpu_memory_utilization=args.gpu_memory_utilization,
-                memory_reserve_bytes=_gib_to_bytes(args.memory_reserve_gib))
+                memory_reserve_bytes=_gib_to_bytes(args.memory_reserve_gib), quant_kernel=args.quant_kernel)
 
 
 def _gib_to_bytes(value):

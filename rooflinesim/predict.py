@@ -158,6 +158,7 @@ class Prediction:
                 "attention": w.attention,
                 "tensor_parallel": w.tensor_parallel,
                 "quant_group_size": w.quant_group_size,
+                "quant_kernel": self.scenario.quant_kernel if self.scenario is not None else None,
             },
             "memory": dict(self.memory),
             "prefill": self.prefill.__dict__.copy(),

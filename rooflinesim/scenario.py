@@ -22,7 +22,8 @@ from .ops import get_kv_cache_bytes, get_step_ops
 from .registry import get_short_name, load_hardware, load_model
 from .specs import HardwareSpec, InputError, ModelSpec, Workload
 from .step import MemoryFit, check_tensor_parallel, get_memory_fit
-from .timing import TimingModel, get_timing_model
+from .timing import DatasheetTiming, TimingModel, get_timing_model
+from .timing.quant_kernels import GENERIC, get_quant_kernel
 from .units import DEFAULT_QUANT_GROUP_SIZE, UnitError, format_count, normalize_dtype, parse_count, parse_float_list
 
 DEFAULT_HARDWARE = "a100"
@@ -36,6 +37,7 @@ MAX_K_LIMIT = 64
 DEFAULT_HEAD_LAYER_FRACTION = 1.0
 DRAFTER_KINDS = ("model", "ngram", "head")
 FLOAT_DTYPES = ("fp32", "bf16", "fp16")
+QUANTISED_WEIGHT_DTYPES = ("int8", "int4", "fp8")
 #: sanity limits of the axes: far above any real deployment, low enough that arithmetic stays exact and bounded.
 MAX_BATCH = 10_000_000
 MAX_CONTEXT_TOKENS = 1 << 30
@@ -108,6 +110,7 @@ class Scenario:
     warnings: tuple[str, ...] = ()
     gpu_memory_utilization: float = DEFAULT_GPU_MEMORY_UTILIZATION
     memory_reserve_bytes: float = DEFAULT_MEMORY_RESERVE_BYTES
+    quant_kernel: str | None = None  # the kernel running the quantised linears (None: weights are not quantised)
 
     @property
     def usable_memory_bytes(self) -> float:
@@ -298,6 +301,21 @@ def resolve_drafter(target: ModelSpec, hw: HardwareSpec, workload: Workload, dra
     return Drafter("model", draft_model, tensor_parallel=tp), draft_workload, warnings
 
 
+def resolve_quant_kernel(quant_kernel, weight_dtype: str, hw: HardwareSpec) -> tuple[str | None, list[str]]:
+    """The kernel of quantised weights: as given, else the device's default for the weight dtype, else 'generic'.
+    None for float weights (a kernel given for them is refused)."""
+    if weight_dtype not in QUANTISED_WEIGHT_DTYPES:
+        if quant_kernel is not None:
+            raise InputError(f"--quant-kernel {quant_kernel} needs int8, int4 or fp8 weights, not {weight_dtype}")
+        return None, []
+    name = quant_kernel if quant_kernel is not None else hw.quant_kernels.get(weight_dtype, GENERIC)
+    kernel = get_quant_kernel(name, weight_dtype).name
+    if hw.measured is not None and quant_kernel is not None:
+        return kernel, [f"{hw.name} is priced by its measured profile, which keeps its own rule for narrow weights: "
+                        f"--quant-kernel {kernel} is not applied"]
+    return kernel, []
+
+
 def resolve_memory_options(gpu_memory_utilization, memory_reserve_bytes, hw: HardwareSpec | None = None
                            ) -> tuple[float, float]:
     """The usable fraction of device memory (0, 1] and the reserve in bytes (>= 0), defaults resolved here: the
@@ -371,6 +389,7 @@ def build_scenario(
     extra_draft_pass: bool = False,
     gpu_memory_utilization=None,
     memory_reserve_bytes=None,
+    quant_kernel: str | None = None,
 ) -> Scenario:
     """Resolve every user input into one Scenario (see the module docstring).
 
@@ -406,10 +425,14 @@ def build_scenario(
                         kv_dtype=kv, activation_dtype=activation, attention=attention, tensor_parallel=tp,
                         quant_group_size=group)
     timing = get_timing_model(hw_spec)
+    kernel, kernel_warnings = resolve_quant_kernel(quant_kernel, weight, hw_spec)
+    warnings += kernel_warnings
+    if kernel is not None and isinstance(timing, DatasheetTiming):
+        timing = timing.with_quant_kernel(get_quant_kernel(kernel, weight))
     utilization, reserve = resolve_memory_options(gpu_memory_utilization, memory_reserve_bytes, hw_spec)
     scenario = Scenario(hw_spec, model_spec, workload, batch_axis, context_axis, timing,
                         k_values=np.asarray([0]), extra_draft_pass=bool(extra_draft_pass),
-                        gpu_memory_utilization=utilization, memory_reserve_bytes=reserve)
+                        gpu_memory_utilization=utilization, memory_reserve_bytes=reserve, quant_kernel=kernel)
     if speculative:
         acceptance = resolve_acceptance(alpha, alpha_per_position)
         chosen = None if k is None else check_k(k)
@@ -447,5 +470,5 @@ __all__ = [
     "Scenario", "Drafter", "Acceptance", "build_scenario", "resolve_dtypes", "resolve_drafter", "resolve_acceptance",
     "check_positive_int", "check_k", "check_alpha", "parse_context", "DEFAULT_DRAFT", "DEFAULT_ALPHA", "MAX_K",
     "MAX_K_LIMIT", "DRAFTER_KINDS", "DEFAULT_HEAD_LAYER_FRACTION", "DEFAULT_GPU_MEMORY_UTILIZATION",
-    "DEFAULT_MEMORY_RESERVE_BYTES", "resolve_memory_options",
+    "DEFAULT_MEMORY_RESERVE_BYTES", "resolve_memory_options", "resolve_quant_kernel",
 ]

@@ -102,6 +102,9 @@ class HardwareSpec(SpecModel):
     efficiency: Efficiency
     sources: dict[str, str] = Field(description="where each number comes from, keyed by field name")
     notes: str = ""
+    quant_kernels: dict[str, str] = Field(
+        default_factory=dict, description="weight dtype -> the quantised kernel engines run on this device by default "
+                                          "(timing.quant_kernels; none named: 'generic')")
     # A measured profile (written by `rooflinesim calibrate`) carries its fitted tables here.
     measured: Optional[MeasuredProfile] = None
 

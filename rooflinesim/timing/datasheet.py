@@ -8,7 +8,7 @@ parallelism are timed by the interconnect (`collectives.get_collective_time`), w
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
@@ -16,6 +16,10 @@ from ..ops import COLLECTIVE_KINDS, OpCost
 from ..specs import HardwareSpec
 from .base import OpTime, TimingModel, get_op_peak_flops_per_s
 from .collectives import get_collective_time
+from .quant_kernels import QuantKernel
+
+#: ops whose weights are stored in the workload's (possibly quantised) weight dtype
+QUANTISED_KINDS = frozenset({"linear", "expert_linear"})
 
 
 @dataclass(frozen=True)
@@ -27,6 +31,7 @@ class DatasheetTiming:
     memory_fraction: float
     kernel_overhead_s: float
     name: str = "datasheet"
+    quant_kernel: QuantKernel | None = None  # scales the linears' fractions when the weights are quantised
 
     @classmethod
     def expected(cls, hw: HardwareSpec) -> "DatasheetTiming":
@@ -37,9 +42,16 @@ class DatasheetTiming:
     def speed_of_light(cls, hw: HardwareSpec) -> "DatasheetTiming":
         return cls(hw, 1.0, 1.0, 0.0, name="roofline")
 
+    def with_quant_kernel(self, kernel: QuantKernel | None) -> "DatasheetTiming":
+        """This model with the linears run by a quantised kernel (None: the bf16 kernel's efficiency)."""
+        return replace(self, quant_kernel=kernel)
+
     def get_op_time(self, op: OpCost, compute_dtype: str) -> OpTime:
         peak = get_op_peak_flops_per_s(self.hw, op, compute_dtype) * self.compute_fraction
         bandwidth = self.hw.memory_bandwidth_bytes_per_s * self.memory_fraction
+        if self.quant_kernel is not None and op.kind in QUANTISED_KINDS:
+            peak *= self.quant_kernel.compute_efficiency
+            bandwidth *= self.quant_kernel.memory_efficiency
         compute = op.count * op.flops / peak
         memory = op.count * op.bytes / bandwidth
         overhead = np.full_like(compute, op.count * self.kernel_overhead_s)
