@@ -54,8 +54,9 @@ def _add_workload_arguments(p: argparse.ArgumentParser) -> None:
 
 def _add_speculation_arguments(p: argparse.ArgumentParser, alpha_list: bool = False) -> None:
     p.add_argument("--draft", default=None, help="draft model name, YAML or config.json (default llama-3.2-1b)")
-    p.add_argument("--drafter", default="model", choices=["model", "ngram", "head"],
-                   help="model: a separate draft model; ngram: model-free (free); head: self-drafting head")
+    p.add_argument("--drafter", default="model", choices=["model", "ngram", "head", "eagle", "medusa", "mtp"],
+                   help="model: a separate draft model; ngram: model-free (free); eagle, medusa, mtp: self-drafting "
+                        "heads priced from their own ops; head: eagle-style with --head-layer-fraction")
     p.add_argument("--head-layer-fraction", type=float, default=1.0,
                    help="cost of one head draft step as a fraction of one target layer (--drafter head)")
     p.add_argument("--extra-draft-pass", action="store_true",
@@ -101,7 +102,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--calibration", help="measured profile YAML to apply to --hw (roofline: also draws its ceilings)")
     p.add_argument("--model", default="llama-3.1-8b", help="model name, YAML path or HF config.json (default llama-3.1-8b)")
     p.add_argument("--draft", default=None, help="draft model (speedup, k; default llama-3.2-1b)")
-    p.add_argument("--drafter", default="model", choices=["model", "ngram", "head"], help="drafter kind (speedup, k)")
+    p.add_argument("--drafter", default="model", choices=["model", "ngram", "head", "eagle", "medusa", "mtp"], help="drafter kind (speedup, k)")
     _add_deployment_arguments(p)
     p.add_argument("--alpha", default=None, help="acceptance rate(s): speedup takes one (default 0.8), "
                                                  "k several (default 0.6,0.7,0.8,0.9)")

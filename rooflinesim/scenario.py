@@ -18,6 +18,7 @@ from typing import Sequence
 
 import numpy as np
 
+from .draft_heads import HEAD_KINDS, get_head_weight_bytes
 from .ops import get_kv_cache_bytes, get_step_ops
 from .registry import get_short_name, load_hardware, load_model
 from .specs import HardwareSpec, InputError, ModelSpec, Workload
@@ -35,7 +36,7 @@ MAX_K = 16
 MAX_K_LIMIT = 64
 #: an EAGLE/Medusa-style head costs about one decoder layer per draft token (see `Drafter`)
 DEFAULT_HEAD_LAYER_FRACTION = 1.0
-DRAFTER_KINDS = ("model", "ngram", "head")
+DRAFTER_KINDS = ("model", "ngram", "head", "eagle", "medusa", "mtp")
 FLOAT_DTYPES = ("fp32", "bf16", "fp16")
 QUANTISED_WEIGHT_DTYPES = ("int8", "int4", "fp8")
 #: sanity limits of the axes: far above any real deployment, low enough that arithmetic stays exact and bounded.
@@ -59,9 +60,12 @@ class Drafter:
     """What proposes the k draft tokens.
 
     kind 'model': a separate draft model run at the same batch and context as the target, sharded over its own
-    `tensor_parallel` devices. kind 'ngram': a model-free drafter (n-gram / prompt lookup), whose cost on the
-    accelerator is taken as zero. kind 'head': a self-drafting head on the target whose cost per draft token is
-    `head_layer_fraction` of one target decoder layer's decode time.
+    `tensor_parallel` devices. kind 'ngram': a model-free drafter (n-gram / prompt lookup: Saxena 2023, vLLM's
+    `ngram` method), whose cost on the accelerator is taken as zero. Self-drafting heads on the target, each priced
+    from its own op list (`draft_heads`, with sources): 'eagle' (one decoder layer + fc + the target's lm_head per
+    draft token), 'mtp' (DeepSeek-V3's module: one target block + projection + shared head), 'medusa' (a residual
+    block + its own lm_head per head); 'head' is the EAGLE-style preset with `head_layer_fraction` x the decoder
+    layer (the vocabulary projection is always paid).
     """
 
     kind: str
@@ -75,7 +79,9 @@ class Drafter:
             return get_short_name(self.model)
         if self.kind == "head":
             return f"head({self.head_layer_fraction:g} layer)"
-        return "ngram"
+        if self.kind == "ngram":
+            return "ngram"
+        return self.kind if self.head_layer_fraction == 1 else f"{self.kind}({self.head_layer_fraction:g} layer)"
 
 
 @dataclass(frozen=True)
@@ -143,6 +149,12 @@ class Scenario:
         fit = get_memory_fit(self.hardware, self.model, b, s, q, w.weight_dtype, w.kv_dtype, w.activation_dtype,
                              w.attention, w.tensor_parallel, w.quant_group_size)
         fit = replace(fit, capacity_bytes=self.usable_memory_bytes)
+        if self.drafter is not None and self.drafter.kind in HEAD_KINDS + ("head",):
+            # a head's own weights (a Medusa head each per draft position); its one layer's KV cache is left out
+            kind = "eagle" if self.drafter.kind == "head" else self.drafter.kind
+            per_head = get_head_weight_bytes(kind, self.model, w)
+            heads = np.maximum(np.asarray(k), 1) if kind == "medusa" else 1
+            return replace(fit, weight_bytes=fit.weight_bytes + heads * per_head)
         if self.drafter is None or self.drafter.kind != "model":
             return fit
         d = self.draft_workload
