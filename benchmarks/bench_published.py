@@ -92,6 +92,23 @@ def fit_efficiency(rows: list[dict], hw_name: str):
     return chosen, fit.x
 
 
+def fit_p2p_latency(rows: list[dict], hw_name: str = "a100"):
+    """Least squares (log error) of the p2p all-reduce latency on the `<hw>-p2p-allreduce-latency` rows."""
+    from scipy.optimize import least_squares
+
+    base = load_hardware(hw_name)
+    chosen = [r for r in rows if f"{base.aliases[0]}-p2p-allreduce-latency" in r.get("fitted_on", [])]
+
+    def residuals(x):
+        p2p = base.interconnect.peer_to_peer_allreduce.model_copy(update={"latency_s": x[0] * 1e-6})
+        hw = base.model_copy(update={"interconnect": base.interconnect.model_copy(
+            update={"peer_to_peer_allreduce": p2p})})
+        return [np.log(predict_row(r, hw) / r["measured"]) for r in chosen]
+
+    fit = least_squares(residuals, [base.interconnect.peer_to_peer_allreduce.latency_s * 1e6], bounds=([0.0], [50.0]))
+    return chosen, fit.x[0]
+
+
 def fit_quant_kernel(rows: list[dict], kernel_name: str):
     """The kernel efficiency (memory = compute) that zeroes the median log error on the rows tagged with its name,
     with the devices' fitted overheads in place (so run after the overhead fit has been written to the specs)."""
@@ -122,6 +139,8 @@ def main(argv=None) -> int:
         for hw in ("a100", "h100"):
             chosen, x = fit_efficiency(rows, hw)
             print(f"{hw}: kernel_overhead_s {x[0]:.2f}e-6 (fitted on {', '.join(r['id'] for r in chosen)})")
+        chosen, latency = fit_p2p_latency(rows)
+        print(f"a100 p2p all-reduce latency_s {latency:.2f}e-6 (fitted on {', '.join(r['id'] for r in chosen)})")
         for kernel in ("tinygemm", "int8-weight-only", "fp8-weight-only"):
             chosen, efficiency = fit_quant_kernel(rows, kernel)
             print(f"{kernel}: efficiency {efficiency:.3f} (fitted on {', '.join(r['id'] for r in chosen)})")
