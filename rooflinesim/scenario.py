@@ -331,8 +331,8 @@ def resolve_quant_kernel(quant_kernel, weight_dtype: str, hw: HardwareSpec) -> t
 def resolve_memory_options(gpu_memory_utilization, memory_reserve_bytes, hw: HardwareSpec | None = None
                            ) -> tuple[float, float]:
     """The usable fraction of device memory (0, 1] and the reserve in bytes (>= 0), defaults resolved here: the
-    engine defaults above on accelerators; on a CPU (no serving engine's reservation to copy) the whole memory."""
-    on_cpu = hw is not None and hw.kind == "cpu"
+    engine defaults above on GPUs and TPUs; on a CPU or an SRAM-resident ASIC system the whole memory."""
+    on_cpu = hw is not None and hw.kind in ("cpu", "asic")  # no GPU serving engine's reservation to copy
     default_utilization, default_reserve = (1.0, 0.0) if on_cpu else (DEFAULT_GPU_MEMORY_UTILIZATION,
                                                                        DEFAULT_MEMORY_RESERVE_BYTES)
     utilization = default_utilization if gpu_memory_utilization is None else gpu_memory_utilization

@@ -86,13 +86,19 @@ class Efficiency(SpecModel):
         default=0.85, gt=0, le=1,
         description="achieved share of link bandwidth in collectives (nvbandwidth on 8x H200 measured 0.88 of NVLink)",
     )
+    layer_latency_s: float = Field(
+        default=0.0, ge=0,
+        description="fixed latency each layer adds to a forward step beyond its ops' work: the pipeline floor of an "
+                    "SRAM-resident system, where weight streaming is ~free and a token's trip through the layers "
+                    "decides the step (0 on GPUs)",
+    )
 
 
 class HardwareSpec(SpecModel):
     schema_version: Literal[1]
     name: str
     aliases: StrTuple = ()
-    kind: Literal["gpu", "tpu", "cpu"]
+    kind: Literal["gpu", "tpu", "cpu", "asic"]
     vendor: str
     peak_flops_per_s: dict[str, float] = Field(description="dense (no 2:4 sparsity) peak per compute dtype")
     memory_bandwidth_bytes_per_s: float = Field(gt=0)

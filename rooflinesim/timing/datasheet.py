@@ -32,11 +32,13 @@ class DatasheetTiming:
     kernel_overhead_s: float
     name: str = "datasheet"
     quant_kernel: QuantKernel | None = None  # scales the linears' fractions when the weights are quantised
+    layer_latency_s: float = 0.0  # per-layer pipeline floor (SRAM-resident systems), added once per layer and step
 
     @classmethod
     def expected(cls, hw: HardwareSpec) -> "DatasheetTiming":
         e = hw.efficiency
-        return cls(hw, e.compute_fraction, e.memory_fraction, e.kernel_overhead_s, name="datasheet-expected")
+        return cls(hw, e.compute_fraction, e.memory_fraction, e.kernel_overhead_s, name="datasheet-expected",
+                   layer_latency_s=e.layer_latency_s)
 
     @classmethod
     def speed_of_light(cls, hw: HardwareSpec) -> "DatasheetTiming":
@@ -58,7 +60,7 @@ class DatasheetTiming:
         return OpTime(compute, memory, overhead, np.maximum(compute, memory) + overhead, compute > memory)
 
     def get_step_overhead_s(self, num_layers: int, compute_dtype: str) -> float:
-        return 0.0
+        return num_layers * self.layer_latency_s
 
     def for_step(self, ops: list[OpCost]) -> "DatasheetTiming":
         return self
