@@ -34,6 +34,14 @@ def _add_deployment_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--tp", default=1, help="tensor-parallel degree: the model is sharded over this many devices")
     p.add_argument("--draft-tp", default=None, help="the draft model's own tensor-parallel degree (default: --tp)")
     p.add_argument("--quant-group-size", type=int, default=128, help="weights per scale for int8/int4 (default 128)")
+    p.add_argument("--quant-kernel", default=None,
+                   help="kernel of int8/int4/fp8 weights: generic, tinygemm, marlin, int8-weight-only, fp8-weight-only, "
+                        "fp8-rowwise (default: the hardware's, see 'show')")
+    p.add_argument("--gpu-memory-utilization", default=None,
+                   help="share of device memory the engine may use, as vLLM's flag (default 0.9)")
+    p.add_argument("--memory-reserve-gib", default=None,
+                   help="memory held beyond weights, KV and step activations: CUDA context, workspaces, graphs, "
+                        "prefill activations (GiB, default 3)")
 
 
 def _add_workload_arguments(p: argparse.ArgumentParser) -> None:
@@ -46,8 +54,9 @@ def _add_workload_arguments(p: argparse.ArgumentParser) -> None:
 
 def _add_speculation_arguments(p: argparse.ArgumentParser, alpha_list: bool = False) -> None:
     p.add_argument("--draft", default=None, help="draft model name, YAML or config.json (default llama-3.2-1b)")
-    p.add_argument("--drafter", default="model", choices=["model", "ngram", "head"],
-                   help="model: a separate draft model; ngram: model-free (free); head: self-drafting head")
+    p.add_argument("--drafter", default="model", choices=["model", "ngram", "head", "eagle", "medusa", "mtp"],
+                   help="model: a separate draft model; ngram: model-free (free); eagle, medusa, mtp: self-drafting "
+                        "heads priced from their own ops; head: eagle-style with --head-layer-fraction")
     p.add_argument("--head-layer-fraction", type=float, default=1.0,
                    help="cost of one head draft step as a fraction of one target layer (--drafter head)")
     p.add_argument("--extra-draft-pass", action="store_true",
@@ -93,7 +102,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--calibration", help="measured profile YAML to apply to --hw (roofline: also draws its ceilings)")
     p.add_argument("--model", default="llama-3.1-8b", help="model name, YAML path or HF config.json (default llama-3.1-8b)")
     p.add_argument("--draft", default=None, help="draft model (speedup, k; default llama-3.2-1b)")
-    p.add_argument("--drafter", default="model", choices=["model", "ngram", "head"], help="drafter kind (speedup, k)")
+    p.add_argument("--drafter", default="model", choices=["model", "ngram", "head", "eagle", "medusa", "mtp"], help="drafter kind (speedup, k)")
     _add_deployment_arguments(p)
     p.add_argument("--alpha", default=None, help="acceptance rate(s): speedup takes one (default 0.8), "
                                                  "k several (default 0.6,0.7,0.8,0.9)")
@@ -266,7 +275,18 @@ def _deployment_options(args) -> dict:
     """The build_scenario options every pricing command shares, as the user gave them (no defaults added here)."""
     return dict(weight_dtype=args.weight_dtype, kv_dtype=args.kv_dtype, activation_dtype=args.activation_dtype,
                 attention=args.attention, calibration=args.calibration, tp=args.tp, draft_tp=args.draft_tp,
-                quant_group_size=args.quant_group_size)
+                quant_group_size=args.quant_group_size, gpu_memory_utilization=args.gpu_memory_utilization,
+                memory_reserve_bytes=_gib_to_bytes(args.memory_reserve_gib), quant_kernel=args.quant_kernel)
+
+
+def _gib_to_bytes(value):
+    """--memory-reserve-gib as bytes (None stays None: build_scenario owns the default)."""
+    if value is None:
+        return None
+    try:
+        return float(value) * (1 << 30)
+    except ValueError:
+        raise InputError(f"--memory-reserve-gib must be a number of GiB, got {value!r}") from None
 
 
 def _speculation_options(args) -> dict:

@@ -112,5 +112,5 @@ def get_expected_experts_touched(num_experts: int, experts_per_token: int, token
 
 
 def make_collective(name, kind, count, message_bytes, devices):
-    """A tensor-parallel collective over `devices`; its time comes from the interconnect (roofline.get_collective_time)."""
+    """A tensor-parallel collective over `devices`; its time comes from the interconnect (timing.collectives)."""
     return make_op(name, kind, count, comm=message_bytes, devices=devices)

@@ -158,6 +158,7 @@ class Prediction:
                 "attention": w.attention,
                 "tensor_parallel": w.tensor_parallel,
                 "quant_group_size": w.quant_group_size,
+                "quant_kernel": self.scenario.quant_kernel if self.scenario is not None else None,
             },
             "memory": dict(self.memory),
             "prefill": self.prefill.__dict__.copy(),
@@ -205,7 +206,10 @@ def predict_scenario(scenario: Scenario) -> Prediction:
         "kv_cache_bytes": _scalar(fit.kv_cache_bytes),
         "activation_bytes": _scalar(fit.activation_bytes),
         "total_bytes": _scalar(fit.total_bytes),
-        "capacity_bytes": fit.capacity_bytes,
+        "capacity_bytes": hw_spec.memory_capacity_bytes,  # the device's total
+        "usable_capacity_bytes": fit.capacity_bytes,  # total x gpu_memory_utilization - reserve: what fit uses
+        "gpu_memory_utilization": scenario.gpu_memory_utilization,
+        "memory_reserve_bytes": scenario.memory_reserve_bytes,
         "fits_in_memory": bool(np.all(fit.fits_in_memory)),
         "max_batch": int(_scalar(scenario.get_max_batch(k=k))),
         "at_k": k,

@@ -69,7 +69,9 @@ def render_prediction(prediction: Prediction, console=None) -> None:
         f"[bold]Memory[/] {fit}: weights {format_bytes(mem['weight_bytes'])}"
         f"{draft_note} + KV {format_bytes(mem['kv_cache_bytes'])}{lookahead_note} "
         f"+ activations {format_bytes(mem['activation_bytes'])} = {format_bytes(mem['total_bytes'])} of "
-        f"{format_bytes(mem['capacity_bytes'])}; max batch at this context: {mem['max_batch']}"
+        f"{format_bytes(mem['usable_capacity_bytes'])} usable ({mem['gpu_memory_utilization']:g} x "
+        f"{format_bytes(mem['capacity_bytes'])} - {format_bytes(mem['memory_reserve_bytes'])} reserve); max batch at "
+        f"this context: {mem['max_batch']}"
     )
     if prediction.speculative is not None:
         from .speculative import render_speculative

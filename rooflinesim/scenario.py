@@ -18,11 +18,13 @@ from typing import Sequence
 
 import numpy as np
 
+from .draft_heads import HEAD_KINDS, get_head_weight_bytes
 from .ops import get_kv_cache_bytes, get_step_ops
 from .registry import get_short_name, load_hardware, load_model
 from .specs import HardwareSpec, InputError, ModelSpec, Workload
 from .step import MemoryFit, check_tensor_parallel, get_memory_fit
-from .timing import TimingModel, get_timing_model
+from .timing import DatasheetTiming, TimingModel, get_timing_model
+from .timing.quant_kernels import GENERIC, get_quant_kernel
 from .units import DEFAULT_QUANT_GROUP_SIZE, GIGA, UnitError, format_count, normalize_dtype, parse_count, parse_float_list
 
 DEFAULT_HARDWARE = "a100"
@@ -34,13 +36,23 @@ MAX_K = 16
 MAX_K_LIMIT = 64
 #: an EAGLE/Medusa-style head costs about one decoder layer per draft token (see `Drafter`)
 DEFAULT_HEAD_LAYER_FRACTION = 1.0
-DRAFTER_KINDS = ("model", "ngram", "head")
+DRAFTER_KINDS = ("model", "ngram", "head", "eagle", "medusa", "mtp")
 FLOAT_DTYPES = ("fp32", "bf16", "fp16")
+QUANTISED_WEIGHT_DTYPES = ("int8", "int4", "fp8")
 #: sanity limits of the axes: far above any real deployment, low enough that arithmetic stays exact and bounded.
 MAX_BATCH = 10_000_000
 MAX_CONTEXT_TOKENS = 1 << 30
 #: a grid whose pricing would hold more than this many float64 values in memory at once is refused up front.
 MAX_GRID_VALUES = 400_000_000
+#: Share of the device memory an engine lets itself use: vLLM's `--gpu-memory-utilization` defaults to 0.9 (vLLM
+#: engine arguments; its log: "the current vLLM instance can use total_gpu_memory (79.22GiB) x
+#: gpu_memory_utilization (0.90) = 71.29GiB", vllm-project/vllm PR #12126, 2025-01-16).
+DEFAULT_GPU_MEMORY_UTILIZATION = 0.9
+#: Memory an engine holds beyond weights, KV cache and our per-step activations: CUDA context, cuBLAS workspaces,
+#: NCCL / custom all-reduce buffers and CUDA graphs ("non_torch_memory 1.79GiB") plus the profiled peak activation of
+#: a max-size prefill chunk ("PyTorch activation peak memory 1.26GiB"): vLLM serving Llama-3-8B on an H100
+#: (vllm-project/vllm PR #10511, 2024-12-14). 3 GiB, the sum rounded.
+DEFAULT_MEMORY_RESERVE_BYTES = 3 * (1 << 30)
 
 
 @dataclass(frozen=True)
@@ -48,9 +60,12 @@ class Drafter:
     """What proposes the k draft tokens.
 
     kind 'model': a separate draft model run at the same batch and context as the target, sharded over its own
-    `tensor_parallel` devices. kind 'ngram': a model-free drafter (n-gram / prompt lookup), whose cost on the
-    accelerator is taken as zero. kind 'head': a self-drafting head on the target whose cost per draft token is
-    `head_layer_fraction` of one target decoder layer's decode time.
+    `tensor_parallel` devices. kind 'ngram': a model-free drafter (n-gram / prompt lookup: Saxena 2023, vLLM's
+    `ngram` method), whose cost on the accelerator is taken as zero. Self-drafting heads on the target, each priced
+    from its own op list (`draft_heads`, with sources): 'eagle' (one decoder layer + fc + the target's lm_head per
+    draft token), 'mtp' (DeepSeek-V3's module: one target block + projection + shared head), 'medusa' (a residual
+    block + its own lm_head per head); 'head' is the EAGLE-style preset with `head_layer_fraction` x the decoder
+    layer (the vocabulary projection is always paid).
     """
 
     kind: str
@@ -64,7 +79,9 @@ class Drafter:
             return get_short_name(self.model)
         if self.kind == "head":
             return f"head({self.head_layer_fraction:g} layer)"
-        return "ngram"
+        if self.kind == "ngram":
+            return "ngram"
+        return self.kind if self.head_layer_fraction == 1 else f"{self.kind}({self.head_layer_fraction:g} layer)"
 
 
 @dataclass(frozen=True)
@@ -97,6 +114,16 @@ class Scenario:
     k: int | None = None  # the draft length asked for (None: the best one)
     extra_draft_pass: bool = False
     warnings: tuple[str, ...] = ()
+    gpu_memory_utilization: float = DEFAULT_GPU_MEMORY_UTILIZATION
+    memory_reserve_bytes: float = DEFAULT_MEMORY_RESERVE_BYTES
+    quant_kernel: str | None = None  # the kernel running the quantised linears (None: weights are not quantised)
+
+    @property
+    def usable_memory_bytes(self) -> float:
+        """What the engine leaves for weights, KV cache and step activations on one device: capacity x the usable
+        fraction - the reserve (never below 0)."""
+        total = self.hardware.memory_capacity_bytes
+        return max(total * self.gpu_memory_utilization - self.memory_reserve_bytes, 0.0)
 
     @property
     def is_point(self) -> bool:
@@ -121,6 +148,13 @@ class Scenario:
         w = self.workload
         fit = get_memory_fit(self.hardware, self.model, b, s, q, w.weight_dtype, w.kv_dtype, w.activation_dtype,
                              w.attention, w.tensor_parallel, w.quant_group_size)
+        fit = replace(fit, capacity_bytes=self.usable_memory_bytes)
+        if self.drafter is not None and self.drafter.kind in HEAD_KINDS + ("head",):
+            # a head's own weights (a Medusa head each per draft position); its one layer's KV cache is left out
+            kind = "eagle" if self.drafter.kind == "head" else self.drafter.kind
+            per_head = get_head_weight_bytes(kind, self.model, w)
+            heads = np.maximum(np.asarray(k), 1) if kind == "medusa" else 1
+            return replace(fit, weight_bytes=fit.weight_bytes + heads * per_head)
         if self.drafter is None or self.drafter.kind != "model":
             return fit
         d = self.draft_workload
@@ -279,6 +313,42 @@ def resolve_drafter(target: ModelSpec, hw: HardwareSpec, workload: Workload, dra
     return Drafter("model", draft_model, tensor_parallel=tp), draft_workload, warnings
 
 
+def resolve_quant_kernel(quant_kernel, weight_dtype: str, hw: HardwareSpec) -> tuple[str | None, list[str]]:
+    """The kernel of quantised weights: as given, else the device's default for the weight dtype, else 'generic'.
+    None for float weights (a kernel given for them is refused)."""
+    if weight_dtype not in QUANTISED_WEIGHT_DTYPES:
+        if quant_kernel is not None:
+            raise InputError(f"--quant-kernel {quant_kernel} needs int8, int4 or fp8 weights, not {weight_dtype}")
+        return None, []
+    name = quant_kernel if quant_kernel is not None else hw.quant_kernels.get(weight_dtype, GENERIC)
+    kernel = get_quant_kernel(name, weight_dtype).name
+    if hw.measured is not None and quant_kernel is not None:
+        return kernel, [f"{hw.name} is priced by its measured profile, which keeps its own rule for narrow weights: "
+                        f"--quant-kernel {kernel} is not applied"]
+    return kernel, []
+
+
+def resolve_memory_options(gpu_memory_utilization, memory_reserve_bytes, hw: HardwareSpec | None = None
+                           ) -> tuple[float, float]:
+    """The usable fraction of device memory (0, 1] and the reserve in bytes (>= 0), defaults resolved here: the
+    engine defaults above on GPUs and TPUs; on a CPU or an SRAM-resident ASIC system the whole memory."""
+    on_cpu = hw is not None and hw.kind in ("cpu", "asic")  # no GPU serving engine's reservation to copy
+    default_utilization, default_reserve = (1.0, 0.0) if on_cpu else (DEFAULT_GPU_MEMORY_UTILIZATION,
+                                                                       DEFAULT_MEMORY_RESERVE_BYTES)
+    utilization = default_utilization if gpu_memory_utilization is None else gpu_memory_utilization
+    if isinstance(utilization, str):
+        try:
+            utilization = float(utilization)
+        except ValueError:
+            raise InputError(f"GPU memory utilisation must be a number in (0, 1], got {utilization!r}") from None
+    if not (_is_number(utilization) and math.isfinite(utilization) and 0 < utilization <= 1):
+        raise InputError(f"GPU memory utilisation must be a number in (0, 1], got {utilization!r}")
+    reserve = default_reserve if memory_reserve_bytes is None else memory_reserve_bytes
+    if not (_is_number(reserve) and math.isfinite(reserve) and reserve >= 0):
+        raise InputError(f"memory reserve must be a non-negative number of bytes, got {reserve!r}")
+    return float(utilization), float(reserve)
+
+
 def _check_grid_size(batch, context, k_values, alphas) -> None:
     # pricing holds ~20 ops x 8 arrays over (batch, context, k) and ~10 result arrays over the full grid
     values = batch.size * context.size * (k_values.size * 160 + 10 * k_values.size * alphas)
@@ -298,8 +368,9 @@ def _memory_warnings(scenario: Scenario) -> list[str]:
     if scenario.is_point:
         need = float(np.asarray(fit.total_bytes).reshape(-1)[0])
         max_batch = int(np.asarray(scenario.get_max_batch(scenario.context_tokens[0])).reshape(-1)[0])
-        return [f"infeasible: needs {need / GIGA:.1f} GB but {hw.name} has {hw.memory_capacity_bytes / GIGA:.1f} GB "
-                f"(max batch at this context: {max_batch}); times are shown as if it fitted"]
+        return [f"infeasible: needs {need / GIGA:.1f} GB but {hw.name} leaves {scenario.usable_memory_bytes / GIGA:.1f} GB "
+                f"of its {hw.memory_capacity_bytes / GIGA:.1f} GB usable (max batch at this context: {max_batch}); times "
+                "are shown as if it fitted"]
     return [f"{int((~fits).sum())} of {fits.size} (batch, context) points do not fit in {hw.name}'s memory even "
             "without speculation; they never count as paying"]
 
@@ -328,6 +399,9 @@ def build_scenario(
     k_values=None,
     head_layer_fraction: float = DEFAULT_HEAD_LAYER_FRACTION,
     extra_draft_pass: bool = False,
+    gpu_memory_utilization=None,
+    memory_reserve_bytes=None,
+    quant_kernel: str | None = None,
 ) -> Scenario:
     """Resolve every user input into one Scenario (see the module docstring).
 
@@ -335,6 +409,8 @@ def build_scenario(
     length to report (default: the best); `k_values` the draft lengths to price (default 0..16, or 0..the number of
     per-position rates). `alpha` is one i.i.d. acceptance rate or several; `alpha_per_position` (a list or
     '0.9,0.8') the conditional rate per draft position instead. `speculative=False` leaves the drafter out.
+    `gpu_memory_utilization` (default 0.9, vLLM's) and `memory_reserve_bytes` (default 3 GiB; on a CPU 1 and 0) set
+    what memory fit and max batch may use: capacity x utilisation - reserve.
     """
     warnings: list[str] = []
     hw_spec = load_hardware(hw)
@@ -361,8 +437,14 @@ def build_scenario(
                         kv_dtype=kv, activation_dtype=activation, attention=attention, tensor_parallel=tp,
                         quant_group_size=group)
     timing = get_timing_model(hw_spec)
+    kernel, kernel_warnings = resolve_quant_kernel(quant_kernel, weight, hw_spec)
+    warnings += kernel_warnings
+    if kernel is not None and isinstance(timing, DatasheetTiming):
+        timing = timing.with_quant_kernel(get_quant_kernel(kernel, weight))
+    utilization, reserve = resolve_memory_options(gpu_memory_utilization, memory_reserve_bytes, hw_spec)
     scenario = Scenario(hw_spec, model_spec, workload, batch_axis, context_axis, timing,
-                        k_values=np.asarray([0]), extra_draft_pass=bool(extra_draft_pass))
+                        k_values=np.asarray([0]), extra_draft_pass=bool(extra_draft_pass),
+                        gpu_memory_utilization=utilization, memory_reserve_bytes=reserve, quant_kernel=kernel)
     if speculative:
         acceptance = resolve_acceptance(alpha, alpha_per_position)
         chosen = None if k is None else check_k(k)
@@ -399,5 +481,6 @@ def _pricing_warnings(scenario: Scenario) -> list[str]:
 __all__ = [
     "Scenario", "Drafter", "Acceptance", "build_scenario", "resolve_dtypes", "resolve_drafter", "resolve_acceptance",
     "check_positive_int", "check_k", "check_alpha", "parse_context", "DEFAULT_DRAFT", "DEFAULT_ALPHA", "MAX_K",
-    "MAX_K_LIMIT", "DRAFTER_KINDS", "DEFAULT_HEAD_LAYER_FRACTION",
+    "MAX_K_LIMIT", "DRAFTER_KINDS", "DEFAULT_HEAD_LAYER_FRACTION", "DEFAULT_GPU_MEMORY_UTILIZATION",
+    "DEFAULT_MEMORY_RESERVE_BYTES", "resolve_memory_options", "resolve_quant_kernel",
 ]

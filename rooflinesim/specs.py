@@ -38,12 +38,39 @@ class InputError(ValueError):
     """A workload the user asked for that makes no sense. The message is meant for the user as is."""
 
 
+class PeerToPeerAllReduce(SpecModel):
+    """Engines' own small-message all-reduce over peer-to-peer loads and stores (vLLM / SGLang custom all-reduce,
+    TensorRT-LLM one-shot / two-shot, PyTorch intra-node comm): one kernel, one barrier per phase.
+
+    one-shot: latency + (N - 1) x bytes / bandwidth (every device reads every peer's whole buffer);
+    two-shot: 2 x latency + 2 (N - 1) / N x bytes / bandwidth (reduce-scatter, then all-gather).
+    """
+
+    latency_s: float = Field(ge=0, description="fixed cost of one phase: launch-free kernel time + barrier")
+    latency_per_peer_s: float = Field(default=0.0, ge=0, description="extra per peer (flags to poll)")
+    bandwidth_bytes_per_s: float = Field(gt=0, description="achieved per device at decode message sizes")
+    max_bytes: float = Field(gt=0, description="above this message size the engine falls back to NCCL")
+    max_devices: int = Field(default=8, gt=1, description="largest TP degree the kernel runs at on this link")
+
+
 class Interconnect(SpecModel):
-    """Device-to-device link used by tensor-parallel collectives."""
+    """Device-to-device link used by tensor-parallel collectives.
+
+    The ring (NCCL) costs `ring_base_latency_s` + steps x `latency_s` + its bytes over the link's bandwidth; with a
+    `peer_to_peer_allreduce` block the engine's one-shot / two-shot kernels are also available and the fastest of
+    the algorithms is taken per message size and TP degree (`timing.collectives`). Version-1 files without the
+    optional fields price the ring alone, as before.
+    """
 
     kind: str = Field(description="e.g. nvlink4, pcie5, infinity-fabric, ici")
     bandwidth_bytes_per_s_per_direction: float = Field(gt=0)
-    latency_s: float = Field(ge=0)
+    latency_s: float = Field(ge=0, description="ring: per step (NCCL's hwLat of the low-latency protocol)")
+    ring_base_latency_s: float = Field(default=0.0, ge=0, description="ring: once per collective (NCCL baseLat)")
+    ring_bulk_base_latency_s: Optional[float] = Field(
+        default=None, ge=0, description="ring, bulk protocol (NCCL Simple): once per collective; with it, the "
+                                        "low-latency protocol above moves data at a quarter of the link (NCCL LL)")
+    ring_bulk_latency_s: Optional[float] = Field(default=None, ge=0, description="ring, bulk protocol: per step")
+    peer_to_peer_allreduce: Optional[PeerToPeerAllReduce] = None
 
 
 class Efficiency(SpecModel):
@@ -59,13 +86,19 @@ class Efficiency(SpecModel):
         default=0.85, gt=0, le=1,
         description="achieved share of link bandwidth in collectives (nvbandwidth on 8x H200 measured 0.88 of NVLink)",
     )
+    layer_latency_s: float = Field(
+        default=0.0, ge=0,
+        description="fixed latency each layer adds to a forward step beyond its ops' work: the pipeline floor of an "
+                    "SRAM-resident system, where weight streaming is ~free and a token's trip through the layers "
+                    "decides the step (0 on GPUs)",
+    )
 
 
 class HardwareSpec(SpecModel):
     schema_version: Literal[1]
     name: str
     aliases: StrTuple = ()
-    kind: Literal["gpu", "tpu", "cpu"]
+    kind: Literal["gpu", "tpu", "cpu", "asic"]
     vendor: str
     peak_flops_per_s: dict[str, float] = Field(description="dense (no 2:4 sparsity) peak per compute dtype")
     memory_bandwidth_bytes_per_s: float = Field(gt=0)
@@ -75,6 +108,9 @@ class HardwareSpec(SpecModel):
     efficiency: Efficiency
     sources: dict[str, str] = Field(description="where each number comes from, keyed by field name")
     notes: str = ""
+    quant_kernels: dict[str, str] = Field(
+        default_factory=dict, description="weight dtype -> the quantised kernel engines run on this device by default "
+                                          "(timing.quant_kernels; none named: 'generic')")
     # A measured profile (written by `rooflinesim calibrate`) carries its fitted tables here.
     measured: Optional[MeasuredProfile] = None
 
@@ -153,6 +189,7 @@ __all__ = [
     "DTYPES",
     "COMPUTE_DTYPE_FALLBACK",
     "Interconnect",
+    "PeerToPeerAllReduce",
     "Efficiency",
     "HardwareSpec",
     "ModelSpec",

@@ -19,7 +19,8 @@ import numpy as np
 
 from .acceptance import expected_tokens_iid
 from .scenario import Scenario
-from .step import get_workload_step
+from .draft_heads import get_head_ops
+from .step import get_ops_time_s, get_workload_step
 from .timing import TimingModel
 
 
@@ -67,11 +68,16 @@ def get_draft_step_time_s(scenario: Scenario, timing: TimingModel, batch, contex
                                  context_tokens, batch).step_time_s
     if drafter.kind == "ngram":
         return np.zeros(np.broadcast(np.asarray(batch), np.asarray(context_tokens)).shape)
-    target = scenario.model
-    step = target_decode or get_workload_step(scenario.hardware, target, scenario.workload, 1, timing,
-                                              context_tokens, batch)
-    per_layer = [t.time_s for op, t in zip(step.ops, step.expected) if op.count == target.num_layers]
-    return drafter.head_layer_fraction * sum(per_layer) / target.num_layers
+    # a self-drafting head: its own op list (one decoder layer and the vocabulary projection for EAGLE / MTP, a
+    # residual block and its lm_head for a Medusa head), priced like any step; 'head' is the EAGLE-style preset
+    kind = "eagle" if drafter.kind == "head" else drafter.kind
+    w = scenario.workload
+    layer, rest = get_head_ops(kind, scenario.model, w, batch, context_tokens)
+    hw, dtype = scenario.hardware, w.activation_dtype
+    layer_time = get_ops_time_s(hw, layer, dtype, timing, 1) if layer else 0.0
+    rest_time = get_ops_time_s(hw, rest, dtype, timing, 0)
+    shape = np.broadcast(np.asarray(batch), np.asarray(context_tokens)).shape
+    return np.broadcast_to(drafter.head_layer_fraction * layer_time + rest_time, shape)
 
 
 @dataclass(frozen=True)

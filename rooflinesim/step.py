@@ -122,6 +122,16 @@ def get_step_cost(
     )
 
 
+def get_ops_time_s(hw: HardwareSpec, ops: list[OpCost], activation_dtype: str, timing: TimingModel,
+                   num_layers: int = 1) -> np.ndarray:
+    """Expected time of a bare op list (a draft head's) run as one forward of `num_layers` layers: its ops priced
+    like a step's, plus the timing model's per-step dispatch overhead."""
+    timing = timing.for_step(ops)
+    link_fraction = hw.efficiency.interconnect_fraction
+    total = sum((get_op_time(timing, hw, op, activation_dtype, link_fraction).time_s for op in ops), np.asarray(0.0))
+    return total + timing.get_step_overhead_s(num_layers, activation_dtype)
+
+
 @dataclass(frozen=True)
 class MemoryFit:
     weight_bytes: float

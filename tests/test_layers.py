@@ -11,7 +11,7 @@ PACKAGE = Path(__file__).resolve().parent.parent / "rooflinesim"
 #: README "Data flow", left to right. A module may import its own layer and those before it, never one after it.
 LAYERS = [
     "units", "spec_base", "model_spec", "measured_spec", "specs", "validation_report", "fileio", "hf_config",
-    "registry", "profiles", "op_cost", "op_sections", "ops", "timing", "step", "acceptance",
+    "registry", "profiles", "op_cost", "op_sections", "ops", "draft_heads", "timing", "step", "acceptance",
     "scenario", "speculative", "predict", "gridio", "sweep", "serve", "report", "plots", "calibrate", "cli",
 ]
 #: What the layers may import from outside the standard library and numpy/scipy/pydantic/yaml (lazily or not).

@@ -145,9 +145,12 @@ def test_charts_price_fp8_as_predict_does():
 
 def test_predict_and_sweep_agree_on_memory_with_the_draft_resident():
     """Llama-3.1-8B + 1B draft on an L4 at 8k, k = 4: predict said batches 5-7 fit, sweep that they don't."""
+    whole = dict(gpu_memory_utilization=1.0, memory_reserve_bytes=0)  # the whole L4, as when this was found
     swept = sweep(hw="l4", model="llama-3.1-8b", draft="llama-3.2-1b", batch=[4, 5, 6, 7, 8], ctx=["8k"],
-                  alpha=[0.8], k=[4])
-    predicted = [rooflinesim.predict(hw="l4", batch=b, ctx="8k", k=4).memory["fits_in_memory"] for b in range(4, 9)]
+                  alpha=[0.8], k=[4], **whole)
+    predicted = [rooflinesim.predict(hw="l4", batch=b, ctx="8k", k=4, **whole).memory["fits_in_memory"]
+                 for b in range(4, 9)]
+    # 24 GiB x 15/16 (ECC) = 24.15e9; weights 18.53e9; KV 8197 x (131072 + 32768) B = 1.34e9 per sequence
     assert list(swept.fits_in_memory[:, 0, 0]) == predicted == [True, False, False, False, False]
 
 

@@ -79,6 +79,10 @@ def test_hardware_numbers_are_plausible(path: Path):
     if spec.kind == "cpu":
         assert 1e9 <= spec.memory_bandwidth_bytes_per_s <= 1e12
         assert all(1e9 <= p <= 1e14 for p in peaks.values())
+    elif spec.kind == "asic":  # an SRAM-resident multi-chip system priced as one device: aggregate rates
+        assert 1e13 <= spec.memory_bandwidth_bytes_per_s <= 1e17
+        assert all(1e13 <= p <= 1e18 for p in peaks.values())
+        assert 0 < spec.efficiency.layer_latency_s < 1e-3
     else:
         assert 1e11 <= spec.memory_bandwidth_bytes_per_s <= 2e13
         assert all(1e12 <= p <= 2e16 for p in peaks.values())
@@ -173,8 +177,12 @@ def test_golden_device_facts():
     assert h100.peak_flops_per_s["fp8"] == pytest.approx(2 * h100.peak_flops_per_s["bf16"], rel=0.01)
     h200 = _hardware("h200")
     assert h200.peak_flops_per_s == h100.peak_flops_per_s  # same compute, faster memory
-    assert h200.memory_capacity_bytes == 141e9
-    assert _hardware("mi300x").memory_capacity_bytes == 192e9
+    # capacities in the units the vendor means: "80 GB" HBM is 80 GiB (nvidia-smi: 81920 MiB on A100, 81559 MiB on H100)
+    assert _hardware("a100").memory_capacity_bytes == 81920 * 2**20
+    assert _hardware("a100-40gb").memory_capacity_bytes == 40960 * 2**20
+    assert _hardware("h100").memory_capacity_bytes == 81559 * 2**20
+    assert h200.memory_capacity_bytes == 143771 * 2**20  # "141 GB" is 140.4 GiB as the driver reports it
+    assert _hardware("mi300x").memory_capacity_bytes == 192 * 2**30
     for alias in ("l40s", "l4", "rtx4090"):  # Ada: int4 tensor = 2x int8 dense
         peaks = _hardware(alias).peak_flops_per_s
         assert peaks["int4"] == pytest.approx(2 * peaks["int8"], rel=0.01), alias

@@ -99,8 +99,9 @@ def test_drafter_kinds_order_by_cost():
     assert p_ngram.draft_step_time_s == 0.0
     assert 0 < p_head.draft_step_time_s < p_model.draft_step_time_s
     assert p_ngram.speedup > p_head.speedup > p_model.speedup
-    # one target layer of Llama-3.1-8B at decode is about 1/32 of its layer time
-    assert p_head.draft_step_time_s == pytest.approx(p_model.target_decode_time_s / 32, rel=0.15)
+    # one target layer of Llama-3.1-8B (about 1/32 of its decode) plus the lm_head it runs per draft token
+    lm_head = next(r.time_s for r in rooflinesim.predict(k=4).ops if r.name == "lm_head")
+    assert p_head.draft_step_time_s == pytest.approx(p_model.target_decode_time_s / 32 + lm_head, rel=0.15)
 
 
 def test_extra_draft_pass_costs_a_to_the_k_draft_steps():

@@ -59,7 +59,7 @@ def test_memory_fit_and_max_batch_by_hand():
     max_batch = int(get_max_batch(hw, model, 32768, 1, "bf16", "bf16", "bf16"))
     assert bool(get_memory_fit(hw, model, max_batch, 32768, 1, "bf16", "bf16", "bf16").fits_in_memory)
     assert not bool(get_memory_fit(hw, model, max_batch + 1, 32768, 1, "bf16", "bf16", "bf16").fits_in_memory)
-    assert 14 <= max_batch <= 15  # (80e9 - 16.06e9) / (32769 x 131072 + activations) = 14.9
+    assert max_batch == 16  # the whole 80 GiB: (85.90e9 - 16.06e9) / (32769 x 131072 + activations) = 16.26
 
 
 def test_model_that_cannot_fit_has_max_batch_zero():

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from ..specs import HardwareSpec
 from .base import OpTime, TimingModel, get_op_peak_flops_per_s
-from .datasheet import DatasheetTiming, get_collective_time, get_op_time
+from .collectives import get_collective_algorithm, get_collective_time
+from .datasheet import DatasheetTiming, get_op_time
 from .measured import LinearModel, MeasuredTiming
 
 
@@ -17,5 +18,5 @@ def get_timing_model(hw: HardwareSpec) -> TimingModel:
 
 __all__ = [
     "OpTime", "TimingModel", "DatasheetTiming", "MeasuredTiming", "LinearModel", "get_timing_model",
-    "get_collective_time", "get_op_time", "get_op_peak_flops_per_s",
+    "get_collective_time", "get_collective_algorithm", "get_op_time", "get_op_peak_flops_per_s",
 ]

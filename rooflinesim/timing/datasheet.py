@@ -3,18 +3,23 @@
 time per op instance = max(FLOPs / (peak x compute fraction), bytes / (bandwidth x memory fraction)) + overhead,
 applied per op and then summed (never one max over step totals). `expected` uses the spec's documented fractions and
 overhead; `speed_of_light` uses fractions of 1 and no overhead (the *roofline* time). Collectives of tensor
-parallelism are timed by the interconnect (`get_collective_time`), whatever the timing model.
+parallelism are timed by the interconnect (`collectives.get_collective_time`), whatever the timing model.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
 from ..ops import COLLECTIVE_KINDS, OpCost
-from ..specs import HardwareSpec, InputError
+from ..specs import HardwareSpec
 from .base import OpTime, TimingModel, get_op_peak_flops_per_s
+from .collectives import get_collective_time
+from .quant_kernels import QuantKernel
+
+#: ops whose weights are stored in the workload's (possibly quantised) weight dtype
+QUANTISED_KINDS = frozenset({"linear", "expert_linear"})
 
 
 @dataclass(frozen=True)
@@ -26,26 +31,36 @@ class DatasheetTiming:
     memory_fraction: float
     kernel_overhead_s: float
     name: str = "datasheet"
+    quant_kernel: QuantKernel | None = None  # scales the linears' fractions when the weights are quantised
+    layer_latency_s: float = 0.0  # per-layer pipeline floor (SRAM-resident systems), added once per layer and step
 
     @classmethod
     def expected(cls, hw: HardwareSpec) -> "DatasheetTiming":
         e = hw.efficiency
-        return cls(hw, e.compute_fraction, e.memory_fraction, e.kernel_overhead_s, name="datasheet-expected")
+        return cls(hw, e.compute_fraction, e.memory_fraction, e.kernel_overhead_s, name="datasheet-expected",
+                   layer_latency_s=e.layer_latency_s)
 
     @classmethod
     def speed_of_light(cls, hw: HardwareSpec) -> "DatasheetTiming":
         return cls(hw, 1.0, 1.0, 0.0, name="roofline")
 
+    def with_quant_kernel(self, kernel: QuantKernel | None) -> "DatasheetTiming":
+        """This model with the linears run by a quantised kernel (None: the bf16 kernel's efficiency)."""
+        return replace(self, quant_kernel=kernel)
+
     def get_op_time(self, op: OpCost, compute_dtype: str) -> OpTime:
         peak = get_op_peak_flops_per_s(self.hw, op, compute_dtype) * self.compute_fraction
         bandwidth = self.hw.memory_bandwidth_bytes_per_s * self.memory_fraction
+        if self.quant_kernel is not None and op.kind in QUANTISED_KINDS:
+            peak *= self.quant_kernel.compute_efficiency
+            bandwidth *= self.quant_kernel.memory_efficiency
         compute = op.count * op.flops / peak
         memory = op.count * op.bytes / bandwidth
         overhead = np.full_like(compute, op.count * self.kernel_overhead_s)
         return OpTime(compute, memory, overhead, np.maximum(compute, memory) + overhead, compute > memory)
 
     def get_step_overhead_s(self, num_layers: int, compute_dtype: str) -> float:
-        return 0.0
+        return num_layers * self.layer_latency_s
 
     def for_step(self, ops: list[OpCost]) -> "DatasheetTiming":
         return self
@@ -55,23 +70,6 @@ class DatasheetTiming:
 
     def get_warnings(self, ops: list[OpCost], compute_dtype: str) -> list[str]:
         return []
-
-
-def get_collective_time(op: OpCost, hw: HardwareSpec, bandwidth_fraction: float = 1.0) -> OpTime:
-    """Ring all-reduce / all-gather of `op.comm_bytes` over N devices, alpha-beta model per instance:
-
-    all-reduce: 2(N-1) x latency + 2(N-1)/N x bytes / link bandwidth (reduce-scatter then all-gather);
-    all-gather: (N-1) x latency + (N-1)/N x bytes / link bandwidth. Bandwidth is per direction of one link.
-    """
-    if hw.interconnect is None:
-        raise InputError(f"{hw.name} has no interconnect in its spec: tensor parallelism cannot be modelled")
-    n = float(op.dims["devices"])
-    steps = 2 * (n - 1) if op.kind == "allreduce" else (n - 1)
-    link = hw.interconnect.bandwidth_bytes_per_s_per_direction * bandwidth_fraction
-    transfer = op.count * steps / n * op.comm_bytes / link
-    latency = np.full_like(transfer, op.count * steps * hw.interconnect.latency_s)
-    zero = np.zeros_like(transfer)
-    return OpTime(zero, transfer, latency, transfer + latency, zero.astype(bool))
 
 
 def get_op_time(timing: TimingModel, hw: HardwareSpec, op: OpCost, compute_dtype: str,

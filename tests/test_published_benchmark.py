@@ -1,0 +1,51 @@
+"""The published-measurement table loads, every row names a real source and a known metric, and every row is
+priced by the uncalibrated defaults (the accuracy goal itself is reported by the benchmark, not asserted here)."""
+
+import importlib.util
+import math
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+METRICS = {"decode_tokens_per_s", "ttft_s", "output_tokens_per_s", "output_tokens_per_s_per_gpu", "request_latency_s"}
+
+
+def _bench():
+    spec = importlib.util.spec_from_file_location("bench_published", ROOT / "benchmarks" / "bench_published.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_table_has_enough_sourced_rows():
+    rows = _bench().load_rows()
+    assert len(rows) >= 30
+    assert len({r["id"] for r in rows}) == len(rows)
+    for row in rows:
+        assert row["metric"] in METRICS, row["id"]
+        assert row["measured"] > 0 and row["source"] and ("@" in row["source"] or "pull/" in row["source"]), row["id"]
+        for key in ("engine", "hardware", "model", "weight_dtype", "tp", "batch", "prompt_tokens", "output_tokens"):
+            assert key in row, (row["id"], key)
+    assert any(r.get("fitted_on") for r in rows) and any(not r.get("fitted_on") for r in rows)
+
+
+def test_every_row_is_priced_and_the_summary_prints(capsys):
+    bench = _bench()
+    rows = bench.load_rows()
+    errors = [bench.relative_error(r, bench.predict_row(r)) for r in rows]
+    assert all(math.isfinite(e) and e > -1 for e in errors)
+    assert bench.main([]) == 0
+    out = capsys.readouterr().out
+    assert "held-out rows:" in out and "median" in out
+
+
+def test_prediction_of_a_row_by_hand():
+    """A decode row is batch / decode step at the mid-generation context: the same number predict gives."""
+    import rooflinesim
+
+    bench = _bench()
+    row = next(r for r in bench.load_rows() if r["id"] == "gptfast-a100-llama-3.1-8b-tp8")
+    step = rooflinesim.predict(hw="a100", model="llama-3.1-8b", batch=1, ctx=5 + 100, tp=8,
+                               speculative=False).decode.step_time_s
+    assert bench.predict_row(row) == pytest.approx(1 / step)
