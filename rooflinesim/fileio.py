@@ -30,7 +30,20 @@ def check_output_path(path: str | Path, what: str = "output", suffixes: tuple[st
         raise InputError(f"{what} folder is not writable: {str(parent)!r}")
     if path.exists() and not os.access(path, os.W_OK):
         raise InputError(f"{what} {str(path)!r} exists and is not writable")
+    _probe_writable(parent, f"{what} folder")
     return path
+
+
+def _probe_writable(folder: Path, what: str) -> None:
+    """Create and remove a temporary file in `folder`: the only test that holds for root (whom `os.access` always
+    answers yes), read-only mounts and pseudo file systems such as /sys, where the real write would fail later."""
+    try:
+        fd, probe = tempfile.mkstemp(prefix=".rooflinesim-probe.", suffix=".tmp", dir=str(folder))
+    except OSError as exc:
+        raise InputError(f"{what} is not writable: {str(folder)!r} ({exc.strerror or exc})") from None
+    os.close(fd)
+    with contextlib.suppress(OSError):
+        os.unlink(probe)
 
 
 def check_output_dir(path: str | Path, what: str = "output folder") -> Path:
@@ -44,6 +57,7 @@ def check_output_dir(path: str | Path, what: str = "output folder") -> Path:
         raise InputError(f"{what} {str(path)!r} cannot be created: {exc.strerror}") from None
     if not os.access(path, os.W_OK | os.X_OK):
         raise InputError(f"{what} {str(path)!r} is not writable")
+    _probe_writable(path, what)
     return path
 
 
