@@ -7,6 +7,7 @@ A profile is a HardwareSpec YAML (datasheet-like fields hold the *fitted effecti
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import yaml
@@ -18,6 +19,8 @@ from .specs import HardwareSpec
 
 def load_profile(path: str | Path) -> HardwareSpec:
     """A measured profile from YAML; any problem (missing, truncated, corrupted, not a profile) is a SpecError."""
+    if not isinstance(path, (str, os.PathLike)):
+        raise SpecError(f"calibration profile must be a YAML file path, got {path!r}")
     path = Path(path)
     if not path.is_file():
         raise SpecError(f"calibration profile not found: {path}")

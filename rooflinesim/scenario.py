@@ -337,6 +337,10 @@ def build_scenario(
     '0.9,0.8') the conditional rate per draft position instead. `speculative=False` leaves the drafter out.
     """
     warnings: list[str] = []
+    for name, flag in (("allow_long_context", allow_long_context), ("speculative", speculative),
+                       ("extra_draft_pass", extra_draft_pass)):
+        if not isinstance(flag, (bool, np.bool_)):  # a string such as "no" would silently mean True
+            raise InputError(f"{name} must be True or False, got {flag!r}")
     hw_spec = load_hardware(hw)
     if calibration is not None:
         from .profiles import apply_calibration

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import math
+import os
 from pathlib import Path
 
 import numpy as np
@@ -27,6 +28,8 @@ def load_validation_report(report) -> dict:
     """
     if isinstance(report, dict):
         data, where = report, "validation report"
+    elif not isinstance(report, (str, os.PathLike)):
+        raise InputError(f"a validation report is a JSON file path or a dict, got {report!r}")
     else:
         where = str(report)
         try:
@@ -47,6 +50,9 @@ def load_validation_report(report) -> dict:
     for key, kind in (("speculative", list), ("by_dtype", dict)):
         if data.get(key) is not None and not isinstance(data[key], kind):
             raise InputError(f"{where}: '{key}' must be a JSON {'list' if kind is list else 'object'}")
+    for name, value in (data.get("by_dtype") or {}).items():
+        if not isinstance(value, dict):
+            raise InputError(f"{where}: by_dtype.{name} must be a JSON object (one dtype's report)")
     for i, row in enumerate([*configs, *(data.get("speculative") or [])]):
         if not isinstance(row, dict):
             name = f"configs[{i}]" if i < len(configs) else f"speculative[{i - len(configs)}]"
