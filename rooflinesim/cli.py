@@ -159,7 +159,7 @@ def _cmd_calibrate(args) -> int:
     import shlex
     from pathlib import Path
 
-    from .fileio import check_output_dir, check_output_path
+    from .fileio import check_output_path
     from .units import normalize_dtype
 
     _import_torch_or_fail()
@@ -168,15 +168,14 @@ def _cmd_calibrate(args) -> int:
     if not dtypes:
         raise InputError("--dtype needs at least one dtype, e.g. --dtype fp32,bf16")
     if args.out:  # checked before minutes of measuring, not after
-        check_output_dir(Path(args.out).parent, "profile folder")
-        check_output_path(args.out, "profile (--out)", (".yaml", ".yml"))
+        check_output_path(args.out, "profile (--out)", (".yaml", ".yml"), create_parent=True)
     from .calibrate.bench import run_calibration
     from .calibrate.profile import write_profile
     from .calibrate.timers import select_device
 
     device = select_device(args.device, args.threads)
-    out = Path(args.out) if args.out else check_output_dir("calibrate", "profile folder") / f"{device.slug}.yaml"
-    check_output_path(out, "profile (--out)", (".yaml", ".yml"))
+    out = Path(args.out) if args.out else Path("calibrate") / f"{device.slug}.yaml"
+    check_output_path(out, "profile (--out)", (".yaml", ".yml"), create_parent=True)
     command = "rooflinesim " + " ".join(shlex.quote(a) for a in sys.argv[1:]) if sys.argv[1:2] == ["calibrate"] else (
         "rooflinesim calibrate")
     spec = run_calibration(device, dtypes, args.quick, command, seed=args.seed, progress=not args.no_progress)

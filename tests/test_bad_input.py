@@ -290,7 +290,7 @@ CLI_CASES = [
     # --- calibrate: refused before any measuring -----------------------------------------------------------------
     case("calibrate-out-folder", "calibrate --quick --out {out}/p.yaml", "profile (--out)", "is a folder",
          keep=("p.yaml/",), torch=True),
-    case("calibrate-out-unwritable", "calibrate --quick --out /sys/rooflinesim-profile.yaml", "profile folder",
+    case("calibrate-out-unwritable", "calibrate --quick --out /sys/rooflinesim-profile.yaml", "profile (--out) folder",
          "not writable", "/sys", torch=True),
     case("calibrate-out-under-a-file", "calibrate --quick --out {out}/p.yaml/inner.yaml", "p.yaml",
          keep=("p.yaml",), torch=True),
@@ -300,12 +300,20 @@ CLI_CASES = [
     case("calibrate-dtype-unknown", "calibrate --quick --dtype fp6 --out {out}/p.yaml", "unknown dtype 'fp6'",
          torch=True),
     case("calibrate-dtype-empty", "calibrate --quick --dtype , --out {out}/p.yaml", "--dtype", torch=True),
+    case("calibrate-out-new-folder-kept-absent", "calibrate --quick --device tpu --out {out}/new/p.yaml", "tpu",
+         torch=True),
+    case("calibrate-out-under-a-file-deeper", "calibrate --quick --out {out}/p.yaml/a/b.yaml", "cannot be created",
+         keep=("p.yaml",), torch=True),
     case("calibrate-device-unknown", "calibrate --quick --device tpu --out {out}/p.yaml", "tpu", torch=True),
     # --- validate: refused before any measuring ------------------------------------------------------------------
     case("validate-out-dir-file", "validate --profile {profile} --out-dir {out}/report.json", "--out-dir",
          "is a file", keep=("report.json",), torch=True),
     case("validate-out-dir-unwritable", "validate --profile {profile} --out-dir /sys/rooflinesim-reports",
          "--out-dir", "/sys", torch=True),
+    case("validate-out-dir-new-folder-not-left-behind", "validate --profile {profile} --model llama-3.1-405b "
+         "--out-dir {out}/new/reports", "needs about", torch=True),
+    case("validate-out-dir-under-a-file", "validate --profile {profile} --out-dir {out}/report.json/sub",
+         "--out-dir", "cannot be created", keep=("report.json",), torch=True),
     case("validate-threads-zero", "validate --profile {profile} --threads 0 --out-dir {out}", "--threads",
          torch=True),
     case("validate-profile-garbage", "validate --profile {garbage_yaml} --out-dir {out}", "garbage.yaml", "UTF-8",
@@ -524,3 +532,21 @@ def test_numpy_scalars_are_accepted_like_python_numbers():
     a = rooflinesim.predict(batch=np.int64(8), ctx=np.int32(2048), k=np.int64(3), alpha=np.float32(0.5))
     b = rooflinesim.predict(batch=8, ctx=2048, k=3, alpha=0.5)
     assert a.speculative.speedup == pytest.approx(b.speculative.speedup) and math.isfinite(a.speculative.speedup)
+
+
+# --- output paths: checked without being created ----------------------------------------------------------------------
+
+
+def test_output_folder_is_checked_not_created(tmp_path):
+    """A folder that can be created passes the check and is left to the writer: a command refused after the check
+    (validate's model too large for this machine) leaves no empty folder behind."""
+    from rooflinesim.fileio import check_output_dir, check_output_path, write_text_atomic
+
+    folder = tmp_path / "a" / "b"
+    assert check_output_dir(folder) == folder and not (tmp_path / "a").exists()
+    target = check_output_path(folder / "p.yaml", "profile", (".yaml",), create_parent=True)
+    assert not (tmp_path / "a").exists()
+    write_text_atomic(target, "x: 1\n")
+    assert target.read_text() == "x: 1\n" and [p.name for p in folder.iterdir()] == ["p.yaml"]
+    with pytest.raises(InputError, match="folder does not exist"):  # -o of sweep and plot: the folder must exist
+        check_output_path(tmp_path / "c" / "grid.csv", "sweep output (-o)")
