@@ -161,6 +161,10 @@ CLI_CASES = [
     case("predict-profile-nan", "predict --hw {profile_nan_yaml}", "profile-nan.yaml", "layer_overhead_s", "finite"),
     case("predict-calibration-negative", "predict --hw cpu-generic --calibration {profile_negative_yaml}",
          "profile-negative.yaml", "kv_bytes"),
+    case("predict-calibration-model-file", "predict --hw cpu-generic --calibration {llama_yaml}",
+         "a model spec (or Hugging Face config), not a measured profile"),
+    case("predict-calibration-hf-config", f"predict --hw cpu-generic --calibration {DATA / 'llama-hf-config.json'}",
+         "not a measured profile"),
     case("predict-calibration-not-a-profile", "predict --hw cpu-generic --calibration {h100_yaml}", "measured"),
     case("predict-hw-inf", "predict --hw {hw_inf_yaml}", "memory_bandwidth_bytes_per_s", "finite"),
     case("predict-hw-nan", "predict --hw {hw_nan_yaml}", "memory_bandwidth_bytes_per_s", "finite"),
@@ -323,6 +327,8 @@ CLI_CASES = [
     case("validate-profile-not-measured", "validate --profile {h100_yaml} --out-dir {out}", "measured", torch=True),
     case("validate-profile-attention-empty", "validate --profile {profile_attention_empty_yaml} --out-dir {out}",
          "attention", torch=True),
+    case("validate-profile-model-file", "validate --profile {llama_yaml} --out-dir {out}", "llama-3.1-8b.yaml",
+         "not a measured profile", torch=True),
     case("validate-dtype-unknown", "validate --profile {profile} --dtype fp6 --out-dir {out}",
          "unknown dtype 'fp6'", torch=True),
     case("validate-model-too-large", "validate --profile {profile} --model llama-3.1-405b --out-dir {out}",
@@ -550,3 +556,11 @@ def test_output_folder_is_checked_not_created(tmp_path):
     assert target.read_text() == "x: 1\n" and [p.name for p in folder.iterdir()] == ["p.yaml"]
     with pytest.raises(InputError, match="folder does not exist"):  # -o of sweep and plot: the folder must exist
         check_output_path(tmp_path / "c" / "grid.csv", "sweep output (-o)")
+
+
+def test_show_reports_the_model_schema_for_a_model_file(inputs, capsys):
+    """`show` on a broken model YAML once reported the hardware schema's complaints (schema_version, peaks, ...)."""
+    assert main(["show", inputs["model-fraction.yaml"]]) == 2
+    line = capsys.readouterr().err.strip()
+    assert "field 'hidden_size'" in line
+    assert not any(key in line for key in ("memory_bandwidth", "peak_flops", "schema_version", "more problems"))
