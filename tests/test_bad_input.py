@@ -1,120 +1,40 @@
-"""The bad-input matrix (issue 15): every subcommand and the Python API, given hostile or broken input, answers with
-exactly one line and exit code 2 (CLI) or one InputError / SpecError line (API), naming the file, field or flag and
-the reason, never a traceback, and writes nothing: no output file appears and a good file already there is left as
-it was.
+"""The bad-input matrix (issue 15), command line: every subcommand, given hostile or broken input, answers with exactly
+one line on stderr and exit code 2, naming the file, field or flag and the reason, never a traceback, and writes
+nothing: no output file appears and a good file already there is left as it was. (The Python API: in
+tests/test_bad_input_api.py.)
 
-Each case is (id, arguments, fragments of the error line). Arguments may name the hostile input files of `inputs`
-as `{name}` and the test's own empty folder as `{out}`; every CLI case runs with that folder as the working
-directory, so anything a command wrote (even relative to the working directory) is seen.
+Each case is (id, arguments, fragments of the error line). Arguments may name the hostile input files of
+`hostile_files.write_hostile_files` as `{name}` (dots and dashes as underscores) and the test's own empty folder as
+`{out}`; every case runs with that folder as the working directory, so anything a command wrote (even relative to
+the working directory) is seen.
 """
 
 from __future__ import annotations
 
 import importlib.util
-import json
-import math
 import os
 import subprocess
 import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-import numpy as np
 import pytest
-import yaml
 
-import rooflinesim
-from rooflinesim import plots
 from rooflinesim.cli import main
-from rooflinesim.scenario import build_scenario
 from rooflinesim.specs import InputError
-from rooflinesim.spec_base import SpecError
-from rooflinesim.sweep import sweep
-from rooflinesim.units import UnitError
-from rooflinesim.validation_report import load_validation_report
 
-ROOT = Path(__file__).resolve().parent.parent
-DATA = Path(__file__).resolve().parent / "data"
-PROFILE = ROOT / "calibrate" / "cpu-intel-xeon-2c.yaml"
-GARBAGE = bytes(range(256)) * 4  # invalid UTF-8 and control characters
+try:  # tests/ on sys.path (pytest's default rootdir/prepend import mode)
+    from hostile_files import DATA, ROOT, expand, write_hostile_files
+except ImportError:  # tests/ imported as a package
+    from tests.hostile_files import DATA, ROOT, expand, write_hostile_files
+
 GOOD_CONTENT = b"a good file from an earlier run\n"
 HAS_TORCH = importlib.util.find_spec("torch") is not None
-USER_ERRORS = (InputError, SpecError, UnitError)
-
-
-# --- the hostile input files ------------------------------------------------------------------------------------------
-
-
-def _replace_line(source: Path, field: str, value: str) -> str:
-    lines = source.read_text().splitlines()
-    assert any(line.startswith(f"{field}:") for line in lines), (source, field)
-    return "\n".join(f"{field}: {value}" if line.startswith(f"{field}:") else line for line in lines) + "\n"
-
-
-def _profile_variant(data: dict, change) -> str:
-    data = json.loads(json.dumps(data))  # a deep copy
-    change(data["measured"]["dtypes"]["fp32"])
-    return yaml.dump(data, Dumper=getattr(yaml, "CSafeDumper", yaml.SafeDumper), sort_keys=False)
-
-
-def _decode_fit(dtype_data: dict) -> dict:
-    return dtype_data["attention"][next(k for k in dtype_data["attention"] if k.startswith("decode"))]
 
 
 @pytest.fixture(scope="module")
 def inputs(tmp_path_factory) -> dict[str, str]:
-    folder = tmp_path_factory.mktemp("hostile")
-    hf = json.loads((DATA / "llama-hf-config.json").read_text())
-    profile = yaml.load(PROFILE.read_text(), Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
-    h100, llama = ROOT / "hardware" / "h100-sxm-80gb.yaml", ROOT / "models" / "llama-3.1-8b.yaml"
-    files = {
-        "garbage.yaml": GARBAGE,
-        "garbage.json": GARBAGE,
-        "malformed.yaml": "name: test\npeak_flops_per_s: [unclosed\n",
-        "empty.yaml": "",
-        "hf-zero-heads.json": json.dumps({**hf, "num_attention_heads": 0}),
-        "hf-list.json": "[1, 2, 3]",
-        "hf-string.json": '"a config"',
-        "hf-infinity.json": json.dumps({**hf, "hidden_size": "INF"}).replace('"INF"', "Infinity"),
-        "hf-4095.json": json.dumps({**{k: v for k, v in hf.items() if k != "head_dim"}, "hidden_size": 4095}),
-        "hf-truncated.json": json.dumps(hf)[:100],
-        "profile-attention-empty.yaml": _profile_variant(profile, lambda d: d.update(attention={})),
-        "profile-attention-unknown.yaml": _profile_variant(
-            profile, lambda d: d["attention"].update(sparse_d64=_decode_fit(d))),
-        "profile-negative.yaml": _profile_variant(
-            profile, lambda d: _decode_fit(d)["coefficients"].update(kv_bytes=-1e-9)),
-        "profile-nan.yaml": _profile_variant(profile, lambda d: d.update(layer_overhead_s=float("nan"))),
-        "hw-inf.yaml": _replace_line(h100, "memory_bandwidth_bytes_per_s", ".inf"),
-        "hw-nan.yaml": _replace_line(h100, "memory_bandwidth_bytes_per_s", ".nan"),
-        "hw-true.yaml": _replace_line(h100, "memory_bandwidth_bytes_per_s", "true"),
-        "hw-string.yaml": _replace_line(h100, "memory_capacity_bytes", "80GB"),
-        "hw-tiny-bandwidth.yaml": _replace_line(h100, "memory_bandwidth_bytes_per_s", "1.0e-300"),
-        "hw-tiny-peak.yaml": h100.read_text().replace("bf16: 989.0e12", "bf16: 1.0e-300"),
-        "profile-huge.yaml": _profile_variant(
-            profile, lambda d: _decode_fit(d)["coefficients"].update(kv_bytes=1e300)),
-        "model-fraction.yaml": _replace_line(llama, "hidden_size", "4096.7"),
-        "model-nan.yaml": _replace_line(llama, "num_layers", ".nan"),
-        "model-bool.yaml": _replace_line(llama, "vocab_size", "true"),
-        "report-not-a-report.json": json.dumps({"hello": "world"}),
-        "report-rows.json": json.dumps({"configs": ["decode"]}),
-        "report-infinite.json": json.dumps({"configs": [{"kind": "decode", "measured_s": 1e-3, "predicted_s": 1e-3,
-                                                         "roofline_s": float("inf")}]}),
-    }
-    paths = {}
-    for name, content in files.items():
-        path = folder / name
-        path.write_bytes(content if isinstance(content, bytes) else content.encode())
-        paths[name] = str(path)
-    paths["missing.yaml"] = str(folder / "missing.yaml")
-    paths["profile"] = str(PROFILE)
-    paths["h100.yaml"] = str(h100)
-    paths["llama.yaml"] = str(llama)
-    return paths
-
-
-def _expand(args, inputs: dict, out: Path) -> list[str]:
-    names = {k.replace(".", "_").replace("-", "_"): v for k, v in inputs.items()}
-    return [str(a).format(out=out, **names) for a in args]
+    return write_hostile_files(tmp_path_factory.mktemp("hostile"))
 
 
 # --- the command line -------------------------------------------------------------------------------------------------
@@ -373,7 +293,7 @@ def test_cli_bad_input_is_one_line_exit_2_and_writes_nothing(case, inputs, tmp_p
     before = _snapshot(out)
     monkeypatch.chdir(out)  # a command that writes relative to the working directory is seen too
     try:
-        code = main(_expand(case.args, inputs, out))
+        code = main(expand(case.args, inputs, out))
     except SystemExit as exc:
         code = exc.code
     captured = capsys.readouterr()
@@ -395,7 +315,7 @@ def test_cli_bad_input_in_a_subprocess(case_id, inputs, tmp_path):
     _prepare(case, out)
     before = _snapshot(out)
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])}
-    proc = subprocess.run([sys.executable, "-m", "rooflinesim.cli", *_expand(case.args, inputs, out)],
+    proc = subprocess.run([sys.executable, "-m", "rooflinesim.cli", *expand(case.args, inputs, out)],
                           capture_output=True, text=True, cwd=out, env=env, timeout=120)
     _check_error(case, proc.returncode, proc.stderr)
     assert proc.stdout == ""
@@ -408,136 +328,6 @@ def test_usage_line_names_the_command_once(capsys):
         main(["rooflinesim"])
     err = capsys.readouterr().err
     assert "rooflinesim rooflinesim" not in err and "see 'rooflinesim --help'" in err
-
-
-# --- the Python API ---------------------------------------------------------------------------------------------------
-
-API_CASES = [
-    # (id, call, fragments of the message)
-    ("predict-k-nan", lambda f: rooflinesim.predict(k=float("nan")), ("k (draft length)", "nan")),
-    ("predict-k-inf", lambda f: rooflinesim.predict(k=float("inf")), ("k (draft length)", "inf")),
-    ("predict-k-fraction", lambda f: rooflinesim.predict(k=2.5), ("k (draft length)", "2.5")),
-    ("predict-k-string", lambda f: rooflinesim.predict(k="4"), ("k (draft length)", "'4'")),
-    ("predict-k-bool", lambda f: rooflinesim.predict(k=True), ("k (draft length)", "True")),
-    ("predict-two-alphas", lambda f: rooflinesim.predict(alpha=[0.5, 0.6]), ("one acceptance rate", "0.5, 0.6")),
-    ("predict-alpha-nan", lambda f: rooflinesim.predict(alpha=float("nan")), ("acceptance rate", "[0, 1]")),
-    ("predict-alpha-string", lambda f: rooflinesim.predict(alpha="high"), ("acceptance rate", "'high'")),
-    ("predict-alpha-per-position-bad", lambda f: rooflinesim.predict(alpha_per_position="0.9,1.5"),
-     ("per-position acceptance rate", "1.5")),
-    ("predict-alpha-per-position-empty", lambda f: rooflinesim.predict(alpha_per_position=[]),
-     ("alpha_per_position",)),
-    ("predict-ctx-list-two", lambda f: rooflinesim.predict(ctx=["4k", "8k"]), ("one batch and one context",)),
-    ("predict-ctx-unit", lambda f: rooflinesim.predict(ctx="32q"), ("context", "32q")),
-    ("predict-ctx-nan", lambda f: rooflinesim.predict(ctx=float("nan")), ("context", "nan")),
-    ("predict-ctx-bool", lambda f: rooflinesim.predict(ctx=True), ("context", "True")),
-    ("predict-ctx-none", lambda f: rooflinesim.predict(ctx=None), ("context",)),
-    ("predict-batch-none", lambda f: rooflinesim.predict(batch=None), ("batch",)),
-    ("predict-batch-huge", lambda f: rooflinesim.predict(batch=2**63), ("batch", "at most")),
-    ("predict-hw-garbage", lambda f: rooflinesim.predict(hw=f["garbage.yaml"]), ("garbage.yaml", "UTF-8")),
-    ("predict-hw-number", lambda f: rooflinesim.predict(hw=3), ("unknown hardware '3'",)),
-    ("predict-model-none", lambda f: rooflinesim.predict(model=None), ("model",)),
-    ("predict-head-fraction-inf", lambda f: rooflinesim.predict(drafter="head", head_layer_fraction=float("inf")),
-     ("head layer fraction",)),
-    ("predict-head-fraction-string", lambda f: rooflinesim.predict(drafter="head", head_layer_fraction="1"),
-     ("head layer fraction",)),
-    ("predict-attention-none", lambda f: rooflinesim.predict(attention=None), ("attention",)),
-    ("predict-weight-dtype-none", lambda f: rooflinesim.predict(weight_dtype=None), ("dtype",)),
-    ("predict-calibration-garbage", lambda f: rooflinesim.predict(hw="cpu-generic", calibration=f["garbage.yaml"]),
-     ("garbage.yaml",)),
-    ("predict-calibration-number", lambda f: rooflinesim.predict(hw="cpu-generic", calibration=123),
-     ("calibration profile", "123")),
-    ("scenario-allow-long-context-string", lambda f: build_scenario(ctx="1M", allow_long_context="no"),
-     ("allow_long_context must be True or False", "'no'")),
-    ("scenario-speculative-string", lambda f: build_scenario(speculative="no"), ("speculative must be True or False",)),
-    ("scenario-extra-draft-pass-number", lambda f: build_scenario(extra_draft_pass=2), ("extra_draft_pass",)),
-    ("scenario-tp-fraction", lambda f: build_scenario(tp=2.5), ("--tp", "2.5")),
-    ("scenario-tp-string", lambda f: build_scenario(tp="two"), ("--tp", "two")),
-    ("scenario-batch-fraction", lambda f: build_scenario(batch=[1.5]), ("batch", "1.5")),
-    ("scenario-batch-bool", lambda f: build_scenario(batch=[True]), ("batch", "True")),
-    ("scenario-batch-empty", lambda f: build_scenario(batch=[]), ("batch",)),
-    ("scenario-batch-2d", lambda f: build_scenario(batch=[[1, 2]]), ("batch",)),
-    ("scenario-quant-group-fraction", lambda f: build_scenario(weight_dtype="int4", quant_group_size=64.5),
-     ("quantisation group size", "64.5")),
-    ("scenario-k-values-nan", lambda f: build_scenario(k_values=[0, float("nan")]), ("k (draft length)",)),
-    ("scenario-k-values-empty", lambda f: build_scenario(k_values=[]), ("k needs at least one value",)),
-    ("scenario-drafter-unknown", lambda f: build_scenario(drafter="eagle"), ("drafter", "eagle")),
-    ("scenario-draft-tp-zero", lambda f: build_scenario(draft_tp=0), ("--draft-tp",)),
-    ("scenario-context-too-long", lambda f: build_scenario(ctx="1M"), ("exceeds", "allow_long_context")),
-    ("sweep-k-inf", lambda f: sweep(k=[0, float("inf")]), ("k (draft length)", "inf")),
-    ("sweep-alpha-string-list", lambda f: sweep(alpha=["0.6", "x"]), ("acceptance rate",)),
-    ("sweep-alpha-above-1", lambda f: sweep(alpha=1.5), ("acceptance rate", "1.5")),
-    ("sweep-per-position", lambda f: sweep(alpha=None, alpha_per_position=[0.9, 0.8], k=[0, 1]),
-     ("per-position",)),
-    ("sweep-no-speculation", lambda f: sweep(speculative=False), ("drafter",)),
-    ("sweep-ctx-word", lambda f: sweep(ctx=["1k", "lots"]), ("context", "lots")),
-    ("sweep-batch-huge", lambda f: sweep(batch=[1, 10**30]), ("batch", "at most")),
-    ("plots-roofline-garbage", lambda f: plots.get_roofline_data(plots.get_scenario(f["garbage.yaml"])),
-     ("garbage.yaml", "UTF-8")),
-    ("plots-roofline-k-nan", lambda f: plots.get_roofline_data(build_scenario(), k=float("nan")),
-     ("verify k (draft length)", "nan")),
-    ("plots-speedup-map-two-alphas", lambda f: plots.get_speedup_map_data(build_scenario(
-        batch=[1, 2], ctx=[1024, 2048], alpha=[0.5, 0.6], k_values=[0, 1])), ("one acceptance rate",)),
-    ("plots-speedup-vs-k-grid", lambda f: plots.get_speedup_vs_k_data(build_scenario(batch=[1, 2])),
-     ("one batch and one context",)),
-    ("plots-breakdown-new-tokens", lambda f: plots.get_breakdown_data(build_scenario(ctx=[1024, 2048]),
-                                                                      new_tokens=0), ("new tokens",)),
-    ("plots-speedup-vs-k-k-max-nan", lambda f: plots.plot_speedup_vs_k(k_max=float("nan")), ("k_max", "nan")),
-    ("plots-breakdown-new-tokens-nan", lambda f: plots.get_breakdown_data(build_scenario(ctx=[1024, 2048]),
-                                                                          new_tokens=float("nan")),
-     ("new tokens per sequence", "nan")),
-    ("plots-breakdown-new-tokens-fraction", lambda f: plots.get_breakdown_data(build_scenario(ctx=[1024, 2048]),
-                                                                               new_tokens=2.5),
-     ("new tokens per sequence", "2.5")),
-    ("plots-validation-not-a-path", lambda f: plots.load_validation_report(5), ("JSON file path or a dict", "5")),
-    ("plots-validation-by-dtype-not-object", lambda f: plots.plot_validation(
-        {"configs": [{"kind": "decode", "measured_s": 1.0, "predicted_s": 1.0, "roofline_s": 1.0}],
-         "by_dtype": {"fp32": 5}}), ("by_dtype.fp32 must be a JSON object",)),
-    ("plots-validation-garbage", lambda f: plots.load_validation_report(f["garbage.json"]), ("garbage.json", "UTF-8")),
-    ("report-schema-garbage", lambda f: load_validation_report(f["garbage.json"]), ("garbage.json", "UTF-8")),
-    ("plots-validation-speculative-not-list", lambda f: plots.load_validation_report(
-        {"configs": [{"kind": "decode", "measured_s": 1.0, "predicted_s": 1.0, "roofline_s": 1.0}], "speculative": 3}),
-     ("'speculative' must be a JSON list",)),
-    ("plots-validation-missing", lambda f: plots.load_validation_report(f["missing.yaml"]), ("missing.yaml",)),
-    ("plots-speedup-map-hw-inf", lambda f: plots.plot_speedup_map(hw=f["hw-inf.yaml"]),
-     ("memory_bandwidth_bytes_per_s", "finite")),
-]
-
-
-@pytest.mark.parametrize("call, fragments", [c[1:] for c in API_CASES], ids=[c[0] for c in API_CASES])
-def test_api_bad_input_is_one_line_user_error(call, fragments, inputs):
-    with pytest.raises(USER_ERRORS) as info:
-        call(inputs)
-    message = str(info.value)
-    assert "\n" not in message and message.strip(), message
-    for fragment in fragments:
-        assert fragment in message, (fragment, message)
-
-
-# --- inputs once refused with a traceback that are valid and now accepted ---------------------------------------------
-
-
-def test_alpha_per_position_as_a_string_is_parsed():
-    from_string = rooflinesim.predict(alpha_per_position="0.9,0.8")
-    from_list = rooflinesim.predict(alpha_per_position=[0.9, 0.8])
-    assert from_string.speculative.to_dict() == from_list.speculative.to_dict()
-    assert from_string.speculative.k <= 2
-
-
-def test_scalar_sweep_axes_are_one_point_axes():
-    scalar = sweep(batch=8, ctx="4k", alpha=0.8, k=2)
-    listed = sweep(batch=[8], ctx=[4096], alpha=[0.8], k=[2])
-    assert scalar.speedup.shape == (1, 1, 1, 1)
-    np.testing.assert_array_equal(scalar.speedup, listed.speedup)
-
-
-def test_predict_takes_a_one_value_context_list():
-    assert rooflinesim.predict(ctx=["4k"]).to_dict() == rooflinesim.predict(ctx=4096).to_dict()
-
-
-def test_numpy_scalars_are_accepted_like_python_numbers():
-    a = rooflinesim.predict(batch=np.int64(8), ctx=np.int32(2048), k=np.int64(3), alpha=np.float32(0.5))
-    b = rooflinesim.predict(batch=8, ctx=2048, k=3, alpha=0.5)
-    assert a.speculative.speedup == pytest.approx(b.speculative.speedup) and math.isfinite(a.speculative.speedup)
 
 
 # --- output paths: checked without being created ----------------------------------------------------------------------
