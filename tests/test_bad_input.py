@@ -201,6 +201,8 @@ CLI_CASES = [
     # --- list and show -------------------------------------------------------------------------------------------
     case("list-unknown", "list gpus", "invalid choice", "gpus"),
     case("list-nothing", "list", "what"),
+    case("list-extra-argument", "list hardware gpus", "unrecognized arguments", "gpus"),
+    case("list-unknown-flag", "list models --json", "unrecognized arguments", "--json"),
     case("show-garbage", "show {garbage_yaml}", "garbage.yaml", "UTF-8"),
     case("show-garbage-json", "show {garbage_json}", "garbage.json", "UTF-8"),
     case("show-malformed", "show {malformed_yaml}", "malformed.yaml", "line 3", "malformed YAML"),
