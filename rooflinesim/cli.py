@@ -454,7 +454,7 @@ def _cmd_show(args) -> int:
         }
     out = {**spec.model_dump(mode="json", exclude_none=True), "derived": derived}
     if args.json:
-        print(json.dumps(out, indent=2))
+        print(json.dumps(out, indent=2, allow_nan=False))
     else:
         import yaml
 

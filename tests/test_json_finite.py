@@ -156,3 +156,9 @@ def test_max_batch_of_an_absurd_capacity_does_not_wrap_around(tmp_path):
     path.write_text(text.replace("memory_capacity_bytes: 80.0e9", "memory_capacity_bytes: 1.0e300"))
     data = _check(["predict", "--json", "--hw", str(path)])
     assert data["memory"]["max_batch"] == 1 << 53 and data["memory"]["fits_in_memory"]
+
+
+@pytest.mark.parametrize("name", [*HARDWARE, *TARGETS, *DRAFTS, str(ROOT / "tests" / "data" / "mixtral-config.json")])
+def test_show_json_is_finite(name):
+    data = _check(["show", "--json", name])
+    assert data is not None and data["derived"]
