@@ -24,6 +24,16 @@ class _Parser(argparse.ArgumentParser):
         see = f"rooflinesim {command} --help" if command else "rooflinesim --help"
         self.exit(EXIT_BAD_INPUT, f"rooflinesim: error: {message} (see '{see}')\n")
 
+    def parse_args(self, args=None, namespace=None):
+        # argparse reports unknown options from the top-level parser ("see 'rooflinesim --help'"); point to the
+        # help of the command they were given to instead
+        parsed, extras = self.parse_known_args(args, namespace)
+        if extras:
+            command = getattr(parsed, "command", None)
+            see = f"rooflinesim {command} --help" if command else "rooflinesim --help"
+            self.exit(EXIT_BAD_INPUT, f"rooflinesim: error: unrecognized arguments: {' '.join(extras)} (see '{see}')\n")
+        return parsed
+
 
 def _add_deployment_arguments(p: argparse.ArgumentParser) -> None:
     """dtypes, attention mode, tensor parallelism, quantisation groups: shared by predict, sweep and plot."""
@@ -105,6 +115,7 @@ def build_parser() -> argparse.ArgumentParser:
                                              "0..10); breakdown: price a verify step of k + 1 tokens (default: decode)")
     p.add_argument("--per-op", action="store_true", help="roofline: add the ops of one decode step")
     p.add_argument("--report", help="validation report JSON written by 'rooflinesim validate' (validation)")
+    p.add_argument("--allow-long-context", action="store_true", help="model a context above the model's max (warns)")
     p.set_defaults(handler=_cmd_plot)
 
     p = sub.add_parser("list", help="list shipped hardware or models")
@@ -368,6 +379,8 @@ def _cmd_plot(args) -> int:
         return values[0]
 
     options = dict(hw=args.hw, model=args.model, **_deployment_options(args))
+    if args.allow_long_context:  # only when asked: the speedup map's own default already allows long contexts
+        options["allow_long_context"] = True
     speculation = dict(draft=args.draft, drafter=args.drafter)
     alphas = parse_float_list(args.alpha, "acceptance rate") if args.alpha else None
     from . import plots  # matplotlib only from here on

@@ -138,7 +138,8 @@ CLI_CASES = [
     case("predict-activation-int8", "predict --activation-dtype int8", "activations cannot be int8"),
     case("predict-attention-unknown", "predict --attention sparse", "--attention", "sparse"),
     case("predict-drafter-unknown", "predict --drafter eagle", "--drafter", "eagle"),
-    case("predict-unknown-flag", "predict --bogus 1", "unrecognized arguments", "--bogus"),
+    case("predict-unknown-flag", "predict --bogus 1", "unrecognized arguments: --bogus 1",
+         "see 'rooflinesim predict --help'"),
     # --- the usage line ------------------------------------------------------------------------------------------
     case("usage-repeated-prog", "rooflinesim", "invalid choice", "see 'rooflinesim --help'"),
     case("usage-no-command", (), "required", "see 'rooflinesim --help'"),
@@ -198,6 +199,8 @@ CLI_CASES = [
     case("plot-speedup-two-alphas", "plot speedup -o {out}/c.png --alpha 0.5,0.6", "one --alpha"),
     case("plot-speedup-alpha-nan", "plot speedup -o {out}/c.png --alpha nan", "acceptance rate", "finite"),
     case("plot-roofline-tp", "plot roofline -o {out}/c.png --tp 2.5", "--tp", "2.5"),
+    case("plot-long-context", "plot roofline -o {out}/c.png --ctx 256k", "exceeds", "--allow-long-context"),
+    case("plot-unknown-flag", "plot roofline -o {out}/c.png --nope", "--nope", "see 'rooflinesim plot --help'"),
     case("plot-kind-unknown", "plot cake -o {out}/c.png", "invalid choice", "cake"),
     case("plot-no-output", "plot roofline", "-o/--output"),
     # --- list and show -------------------------------------------------------------------------------------------
@@ -360,3 +363,10 @@ def test_show_reports_the_model_schema_for_a_model_file(inputs, capsys):
     line = capsys.readouterr().err.strip()
     assert "field 'hidden_size'" in line
     assert not any(key in line for key in ("memory_bandwidth", "peak_flops", "schema_version", "more problems"))
+
+
+def test_plot_takes_the_allow_long_context_flag_its_error_names(tmp_path, capsys):
+    """plot's context error told the user to pass --allow-long-context, which plot did not accept."""
+    out = tmp_path / "long.png"
+    assert main(["plot", "roofline", "-o", str(out), "--ctx", "256k", "--allow-long-context"]) == 0
+    assert out.stat().st_size > 0
