@@ -209,13 +209,23 @@ VALIDATE_MEMORY_SHARE = 0.5
 
 def _check_validation_fits(model: str, draft: str, dtypes) -> None:
     """Refuse up front, with the estimate, a hold-out pair that would not fit in this machine's memory (weights of
-    both models + KV caches for the largest batch x context validate times, in the widest dtype)."""
+    both models + KV caches for the largest batch x context validate times, in the widest dtype), and a model the
+    Llama-style torch decoder of `calibrate/model.py` cannot build as it is."""
     import os
 
     from .registry import load_model
     from .units import get_dtype_bytes
 
     target_spec, draft_spec = load_model(model), load_model(draft)
+    for spec in (target_spec, draft_spec):  # the decoder would be built dense and compared with this model's price
+        differs = [what for what, present in (
+            ("mixture-of-experts MLPs", spec.moe is not None), ("latent attention (MLA)", spec.mla is not None),
+            ("a sliding attention window", spec.sliding_window_tokens is not None),
+            ("LayerNorm", spec.norm != "rmsnorm"), ("a non-gated MLP", not spec.gated_mlp)) if present]
+        if differs:
+            raise InputError(f"validate times a Llama-style decoder (RMSNorm, RoPE, GQA, SwiGLU); {spec.name} has "
+                             f"{' and '.join(differs)}, so the times would not be its own: validate a dense "
+                             "Llama-style model")
     widest = max(get_dtype_bytes(d) for d in dtypes)
     positions = 32 * (2048 + 128)  # the full grid's largest batch x (context + the loop's growth)
     need = sum(m.params * widest + m.get_kv_bytes_per_token("fp32") * widest / 4 * positions

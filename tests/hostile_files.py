@@ -63,6 +63,8 @@ def write_hostile_files(folder: Path) -> dict[str, str]:
         "model-fraction.yaml": replace_line(llama, "hidden_size", "4096.7"),
         "model-nan.yaml": replace_line(llama, "num_layers", ".nan"),
         "model-bool.yaml": replace_line(llama, "vocab_size", "true"),
+        "tiny-moe.yaml": (ROOT / "models" / "tiny-llama-123m.yaml").read_text().replace("aliases: [tiny-llama-123m, tiny-llama]", "aliases: [tiny-moe]")
+        + "moe:\n  num_experts: 4\n  num_experts_per_token: 2\n  moe_intermediate_size: 1024\n",
         "report-not-a-report.json": json.dumps({"hello": "world"}),
         "report-rows.json": json.dumps({"configs": ["decode"]}),
         "report-infinite.json": json.dumps({"configs": [{"kind": "decode", "measured_s": 1e-3, "predicted_s": 1e-3,

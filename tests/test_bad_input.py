@@ -262,6 +262,10 @@ CLI_CASES = [
          "unknown dtype 'fp6'", torch=True),
     case("validate-model-too-large", "validate --profile {profile} --model llama-3.1-405b --out-dir {out}",
          "needs about", "GB", torch=True),
+    case("validate-model-moe", "validate --profile {profile} --model {tiny_moe_yaml} --out-dir {out}",
+         "validate times a Llama-style decoder", "mixture-of-experts MLPs", torch=True),
+    case("validate-draft-sliding-window", "validate --profile {profile} --draft mistral-7b --out-dir {out}",
+         "Mistral-7B-v0.1 has a sliding attention window", torch=True),
     case("validate-model-unknown", "validate --profile {profile} --model llama-9 --out-dir {out}",
          "unknown model 'llama-9'", torch=True),
 ]
