@@ -388,6 +388,8 @@ def build_scenario(
         warnings += drafter_warnings
         scenario = replace(scenario, drafter=spec_drafter, draft_workload=draft_workload, acceptance=acceptance,
                            k_values=ks, k=chosen)
+    else:  # the charts price a decode and a verify step over batch x context without a drafter
+        _check_grid_size(batch_axis, context_axis, np.asarray([0, 1]), 1)
     _check_finite_prices(scenario)
     warnings += _memory_warnings(scenario)
     warnings += _pricing_warnings(scenario)

@@ -201,6 +201,10 @@ CLI_CASES = [
     case("plot-roofline-tp", "plot roofline -o {out}/c.png --tp 2.5", "--tp", "2.5"),
     case("plot-long-context", "plot roofline -o {out}/c.png --ctx 256k", "exceeds", "--allow-long-context"),
     case("plot-unknown-flag", "plot roofline -o {out}/c.png --nope", "--nope", "see 'rooflinesim plot --help'"),
+    case("plot-roofline-grid-too-large", ["plot", "roofline", "-o", "{out}/c.png", "--allow-long-context",
+                                          "--batch", ",".join(str(b) for b in range(1, 3001)),
+                                          "--ctx", ",".join(str(c) for c in range(1, 1001))],
+         "grid of 3,000 batches x 1,000 contexts", "GB", "fewer points"),
     case("plot-kind-unknown", "plot cake -o {out}/c.png", "invalid choice", "cake"),
     case("plot-no-output", "plot roofline", "-o/--output"),
     # --- list and show -------------------------------------------------------------------------------------------
