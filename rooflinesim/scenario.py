@@ -402,21 +402,22 @@ def _check_finite_prices(scenario: Scenario) -> None:
     Every spec number is finite and positive, but a hand-written spec or profile can still be off by hundreds of
     orders of magnitude (`1.0e-300` B/s, a coefficient of 1e300 s per byte): the times then overflow and every
     output would carry Infinity or NaN. Step time grows with batch, context and new tokens, so pricing the largest
-    prefill, verify and draft steps of the grid decides for all of them; a speculative step sums up to k + 2 of them
-    (k drafts, the verify, gpt-fast's extra draft pass), so that sum must stay finite too.
+    prefill and verify steps of the grid (in one broadcast evaluation) and the largest draft step decides for all of
+    them; a speculative step sums up to k + 2 of them (k drafts, the verify, gpt-fast's extra draft pass), so that
+    sum must stay finite too.
     """
     w, b, s = scenario.workload, scenario.batch.max(), scenario.context_tokens.max()
     q = int(scenario.k_values.max()) + 1
-    steps = [("prefill", scenario.model, w, max(int(s), 1), 0), ("decode/verify", scenario.model, w, q, s)]
+    steps = [(scenario.model, w, np.asarray([max(int(s), 1), q]), np.asarray([0, s]))]  # prefill, verify
     if scenario.drafter is not None and scenario.drafter.kind == "model":
-        steps.append(("draft", scenario.drafter.model, scenario.draft_workload, 1, s + q))
-    for what, model, workload, new_tokens, context in steps:
+        steps.append((scenario.drafter.model, scenario.draft_workload, 1, s + q))
+    for model, workload, new_tokens, context in steps:
         with np.errstate(over="ignore", invalid="ignore"):  # the one line below says it, not numpy's warnings
             step = get_workload_step(scenario.hardware, model, workload, new_tokens, scenario.timing, context, b)
             worst = max(float(np.max(step.step_time_s)), float(np.max(step.roofline_step_time_s)))
         if not math.isfinite(worst * (q + 1)):
             raise InputError(
-                f"{scenario.hardware.name} prices a {what} step of {model.name} (batch {b}, context {s}) at "
+                f"{scenario.hardware.name} prices a step of {model.name} (batch {b}, context up to {s}) at "
                 f"{worst:.3g} s: a number in the hardware spec or profile is far outside any physical range")
 
 

@@ -89,11 +89,11 @@ CLI_CASES = [
     case("predict-hw-inf", "predict --hw {hw_inf_yaml}", "memory_bandwidth_bytes_per_s", "finite"),
     case("predict-hw-nan", "predict --hw {hw_nan_yaml}", "memory_bandwidth_bytes_per_s", "finite"),
     case("predict-hw-true", "predict --hw {hw_true_yaml}", "memory_bandwidth_bytes_per_s", "number"),
-    case("predict-hw-tiny-bandwidth", "predict --hw {hw_tiny_bandwidth_yaml}", "prices a prefill step",
+    case("predict-hw-tiny-bandwidth", "predict --hw {hw_tiny_bandwidth_yaml}", "prices a step of Llama-3.1-8B",
          "far outside any physical range"),
     case("predict-hw-tiny-peak", "predict --hw {hw_tiny_peak_yaml} --json", "at inf s", "physical range"),
     case("predict-profile-huge-coefficient", "predict --hw {profile_huge_yaml} --model tiny-llama-123m "
-         "--weight-dtype fp32 --draft tiny-draft-2l --json", "prices a decode/verify step", "physical range"),
+         "--weight-dtype fp32 --draft tiny-draft-2l --json", "prices a step of tiny-llama-123m", "physical range"),
     case("predict-hw-string-number", "predict --hw {hw_string_yaml}", "memory_capacity_bytes", "number"),
     case("predict-model-fraction", "predict --model {model_fraction_yaml}", "hidden_size", "integer"),
     case("predict-model-nan", "predict --model {model_nan_yaml}", "field 'num_layers'", "valid integer"),
