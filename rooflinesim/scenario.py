@@ -21,7 +21,7 @@ import numpy as np
 from .ops import get_kv_cache_bytes, get_step_ops
 from .registry import get_short_name, load_hardware, load_model
 from .specs import HardwareSpec, InputError, ModelSpec, Workload
-from .step import MemoryFit, check_tensor_parallel, get_memory_fit, get_workload_step
+from .step import MemoryFit, check_tensor_parallel, get_memory_fit
 from .timing import TimingModel, get_timing_model
 from .units import DEFAULT_QUANT_GROUP_SIZE, UnitError, format_count, normalize_dtype, parse_count, parse_float_list
 
@@ -406,6 +406,8 @@ def _check_finite_prices(scenario: Scenario) -> None:
     them; a speculative step sums up to k + 2 of them (k drafts, the verify, gpt-fast's extra draft pass), so that
     sum must stay finite too.
     """
+    from .step import get_workload_step  # here, not at the top: keeps this change apart from the import block
+
     w, b, s = scenario.workload, scenario.batch.max(), scenario.context_tokens.max()
     q = int(scenario.k_values.max()) + 1
     steps = [(scenario.model, w, np.asarray([max(int(s), 1), q]), np.asarray([0, s]))]  # prefill, verify

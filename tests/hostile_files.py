@@ -4,6 +4,7 @@ Hugging Face configs, measured profiles with impossible fits, specs with non-fin
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import yaml
@@ -57,7 +58,7 @@ def write_hostile_files(folder: Path) -> dict[str, str]:
         "hw-true.yaml": replace_line(h100, "memory_bandwidth_bytes_per_s", "true"),
         "hw-string.yaml": replace_line(h100, "memory_capacity_bytes", "80GB"),
         "hw-tiny-bandwidth.yaml": replace_line(h100, "memory_bandwidth_bytes_per_s", "1.0e-300"),
-        "hw-tiny-peak.yaml": h100.read_text().replace("bf16: 989.0e12", "bf16: 1.0e-300"),
+        "hw-tiny-peak.yaml": re.sub(r"^  bf16: .*$", "  bf16: 1.0e-300", h100.read_text(), count=1, flags=re.M),
         "profile-huge.yaml": _profile_variant(
             profile, lambda d: _decode_fit(d)["coefficients"].update(kv_bytes=1e300)),
         "model-fraction.yaml": replace_line(llama, "hidden_size", "4096.7"),

@@ -137,7 +137,7 @@ CLI_CASES = [
     case("predict-kv-dtype-unknown", "predict --kv-dtype float7", "unknown dtype 'float7'"),
     case("predict-activation-int8", "predict --activation-dtype int8", "activations cannot be int8"),
     case("predict-attention-unknown", "predict --attention sparse", "--attention", "sparse"),
-    case("predict-drafter-unknown", "predict --drafter eagle", "--drafter", "eagle"),
+    case("predict-drafter-unknown", "predict --drafter telepathy", "--drafter", "telepathy"),
     case("predict-unknown-flag", "predict --bogus 1", "unrecognized arguments: --bogus 1",
          "see 'rooflinesim predict --help'"),
     # --- the usage line ------------------------------------------------------------------------------------------

@@ -80,7 +80,7 @@ API_CASES = [
      ("quantisation group size", "64.5")),
     ("scenario-k-values-nan", lambda f: build_scenario(k_values=[0, float("nan")]), ("k (draft length)",)),
     ("scenario-k-values-empty", lambda f: build_scenario(k_values=[]), ("k needs at least one value",)),
-    ("scenario-drafter-unknown", lambda f: build_scenario(drafter="eagle"), ("drafter", "eagle")),
+    ("scenario-drafter-unknown", lambda f: build_scenario(drafter="telepathy"), ("drafter", "telepathy")),
     ("scenario-draft-tp-zero", lambda f: build_scenario(draft_tp=0), ("--draft-tp",)),
     ("scenario-context-too-long", lambda f: build_scenario(ctx="1M"), ("exceeds", "allow_long_context")),
     ("sweep-k-inf", lambda f: sweep(k=[0, float("inf")]), ("k (draft length)", "inf")),

@@ -15,6 +15,7 @@ import io
 import json
 import math
 import os
+import re
 from pathlib import Path
 
 import pytest
@@ -153,7 +154,7 @@ def test_max_batch_of_an_absurd_capacity_does_not_wrap_around(tmp_path):
     """memory_capacity_bytes: 1.0e300 once gave max_batch -9223372036854775808 (an int64 cast of 1e290)."""
     text = (ROOT / "hardware" / "h100-sxm-80gb.yaml").read_text()
     path = tmp_path / "huge-memory.yaml"
-    path.write_text(text.replace("memory_capacity_bytes: 80.0e9", "memory_capacity_bytes: 1.0e300"))
+    path.write_text(re.sub(r"^memory_capacity_bytes:.*$", "memory_capacity_bytes: 1.0e300", text, flags=re.M))
     data = _check(["predict", "--json", "--hw", str(path)])
     assert data["memory"]["max_batch"] == 1 << 53 and data["memory"]["fits_in_memory"]
 
