@@ -25,6 +25,7 @@ from hypothesis import strategies as st
 from rooflinesim.cli import main
 from rooflinesim.predict import Prediction
 from rooflinesim.report import to_json
+from rooflinesim.scenario import DRAFTER_KINDS
 
 ROOT = Path(__file__).resolve().parent.parent
 PROFILE = str(ROOT / "calibrate" / "cpu-intel-xeon-2c.yaml")
@@ -91,7 +92,7 @@ def deployments(draw) -> list[str]:
         argv += ["--tp", str(draw(st.sampled_from([1, 1, 2, 4, 8])))]
     if hw == "cpu" and draw(st.booleans()):  # the spec with the measured profile applied
         argv += ["--calibration", PROFILE]
-    drafter = draw(st.sampled_from(["model", "model", "ngram", "head"]))
+    drafter = draw(st.sampled_from(["model", *DRAFTER_KINDS]))  # every kind the scenario knows, a model twice
     argv += ["--drafter", drafter]
     if drafter == "model":
         argv += ["--draft", draw(st.sampled_from(DRAFTS))]
