@@ -24,6 +24,16 @@ class _Parser(argparse.ArgumentParser):
         see = f"rooflinesim {command} --help" if command else "rooflinesim --help"
         self.exit(EXIT_BAD_INPUT, f"rooflinesim: error: {message} (see '{see}')\n")
 
+    def parse_args(self, args=None, namespace=None):
+        # argparse reports unknown options from the top-level parser ("see 'rooflinesim --help'"); point to the
+        # help of the command they were given to instead
+        parsed, extras = self.parse_known_args(args, namespace)
+        if extras:
+            command = getattr(parsed, "command", None)
+            see = f"rooflinesim {command} --help" if command else "rooflinesim --help"
+            self.exit(EXIT_BAD_INPUT, f"rooflinesim: error: unrecognized arguments: {' '.join(extras)} (see '{see}')\n")
+        return parsed
+
 
 def _add_deployment_arguments(p: argparse.ArgumentParser) -> None:
     """dtypes, attention mode, tensor parallelism, quantisation groups: shared by predict, sweep and plot."""
@@ -114,6 +124,7 @@ def build_parser() -> argparse.ArgumentParser:
                                              "0..10); breakdown: price a verify step of k + 1 tokens (default: decode)")
     p.add_argument("--per-op", action="store_true", help="roofline: add the ops of one decode step")
     p.add_argument("--report", help="validation report JSON written by 'rooflinesim validate' (validation)")
+    p.add_argument("--allow-long-context", action="store_true", help="model a context above the model's max (warns)")
     p.set_defaults(handler=_cmd_plot)
 
     p = sub.add_parser("list", help="list shipped hardware or models")
@@ -168,7 +179,7 @@ def _cmd_calibrate(args) -> int:
     import shlex
     from pathlib import Path
 
-    from .fileio import check_output_dir, check_output_path
+    from .fileio import check_output_path
     from .units import normalize_dtype
 
     _import_torch_or_fail()
@@ -177,15 +188,14 @@ def _cmd_calibrate(args) -> int:
     if not dtypes:
         raise InputError("--dtype needs at least one dtype, e.g. --dtype fp32,bf16")
     if args.out:  # checked before minutes of measuring, not after
-        check_output_dir(Path(args.out).parent, "profile folder")
-        check_output_path(args.out, "profile (--out)", (".yaml", ".yml"))
+        check_output_path(args.out, "profile (--out)", (".yaml", ".yml"), create_parent=True)
     from .calibrate.bench import run_calibration
     from .calibrate.profile import write_profile
     from .calibrate.timers import select_device
 
     device = select_device(args.device, args.threads)
-    out = Path(args.out) if args.out else check_output_dir("calibrate", "profile folder") / f"{device.slug}.yaml"
-    check_output_path(out, "profile (--out)", (".yaml", ".yml"))
+    out = Path(args.out) if args.out else Path("calibrate") / f"{device.slug}.yaml"
+    check_output_path(out, "profile (--out)", (".yaml", ".yml"), create_parent=True)
     command = "rooflinesim " + " ".join(shlex.quote(a) for a in sys.argv[1:]) if sys.argv[1:2] == ["calibrate"] else (
         "rooflinesim calibrate")
     spec = run_calibration(device, dtypes, args.quick, command, seed=args.seed, progress=not args.no_progress)
@@ -208,13 +218,23 @@ VALIDATE_MEMORY_SHARE = 0.5
 
 def _check_validation_fits(model: str, draft: str, dtypes) -> None:
     """Refuse up front, with the estimate, a hold-out pair that would not fit in this machine's memory (weights of
-    both models + KV caches for the largest batch x context validate times, in the widest dtype)."""
+    both models + KV caches for the largest batch x context validate times, in the widest dtype), and a model the
+    Llama-style torch decoder of `calibrate/model.py` cannot build as it is."""
     import os
 
     from .registry import load_model
     from .units import get_dtype_bytes
 
     target_spec, draft_spec = load_model(model), load_model(draft)
+    for spec in (target_spec, draft_spec):  # the decoder would be built dense and compared with this model's price
+        differs = [what for what, present in (
+            ("mixture-of-experts MLPs", spec.moe is not None), ("latent attention (MLA)", spec.mla is not None),
+            ("a sliding attention window", spec.sliding_window_tokens is not None),
+            ("LayerNorm", spec.norm != "rmsnorm"), ("a non-gated MLP", not spec.gated_mlp)) if present]
+        if differs:
+            raise InputError(f"validate times a Llama-style decoder (RMSNorm, RoPE, GQA, SwiGLU); {spec.name} has "
+                             f"{' and '.join(differs)}, so the times would not be its own: validate a dense "
+                             "Llama-style model")
     widest = max(get_dtype_bytes(d) for d in dtypes)
     positions = 32 * (2048 + 128)  # the full grid's largest batch x (context + the loop's growth)
     need = sum(m.params * widest + m.get_kv_bytes_per_token("fp32") * widest / 4 * positions
@@ -390,6 +410,8 @@ def _cmd_plot(args) -> int:
         return values[0]
 
     options = dict(hw=args.hw, model=args.model, **_deployment_options(args))
+    if args.allow_long_context:  # only when asked: the speedup map's own default already allows long contexts
+        options["allow_long_context"] = True
     speculation = dict(draft=args.draft, drafter=args.drafter)
     alphas = parse_float_list(args.alpha, "acceptance rate") if args.alpha else None
     from . import plots  # matplotlib only from here on
@@ -476,7 +498,7 @@ def _cmd_show(args) -> int:
         }
     out = {**spec.model_dump(mode="json", exclude_none=True), "derived": derived}
     if args.json:
-        print(json.dumps(out, indent=2))
+        print(json.dumps(out, indent=2, allow_nan=False))
     else:
         import yaml
 

@@ -192,6 +192,10 @@ def predict_scenario(scenario: Scenario) -> Prediction:
     """Prefill, decode, memory and (when the scenario has a drafter) speculation at the scenario's one point."""
     if not scenario.is_point:
         raise InputError("predict takes one batch and one context; use sweep for grids")
+    alphas = scenario.acceptance.alphas if scenario.acceptance is not None else None
+    if alphas is not None and len(alphas) != 1:
+        raise InputError(f"predict takes one acceptance rate, got {len(alphas)} "
+                         f"({', '.join(f'{a:g}' for a in alphas)}); use sweep for several")
     hw_spec, model_spec, workload, timing = scenario.hardware, scenario.model, scenario.workload, scenario.timing
     s = workload.context_tokens
     decode = get_workload_step(hw_spec, model_spec, workload, 1, timing)

@@ -7,24 +7,41 @@ A profile is a HardwareSpec YAML (datasheet-like fields hold the *fitted effecti
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import yaml
 
 from .fileio import write_text_atomic
-from .registry import SpecError, load_spec_file
+from .registry import HARDWARE_KEYS, MODEL_KEYS, SpecError, load_spec_file, load_yaml
 from .specs import HardwareSpec
 
 
 def load_profile(path: str | Path) -> HardwareSpec:
     """A measured profile from YAML; any problem (missing, truncated, corrupted, not a profile) is a SpecError."""
+    if not isinstance(path, (str, os.PathLike)):
+        raise SpecError(f"calibration profile must be a YAML file path, got {path!r}")
     path = Path(path)
     if not path.is_file():
         raise SpecError(f"calibration profile not found: {path}")
-    spec = load_spec_file(path, HardwareSpec)
+    try:
+        spec = load_spec_file(path, HardwareSpec)
+    except SpecError:
+        if _is_model_file(path):  # say so, rather than the hardware schema's first complaint about a model
+            raise SpecError(f"{path}: a model spec (or Hugging Face config), not a measured profile") from None
+        raise
     if spec.measured is None:
         raise SpecError(f"{path}: not a measured profile (no 'measured' block); write one with 'rooflinesim calibrate'")
     return spec
+
+
+def _is_model_file(path: Path) -> bool:
+    """Whether a file that failed as a profile is a model file: model keys and no hardware key."""
+    try:
+        data = load_yaml(path.read_text(encoding="utf-8"))
+    except (yaml.YAMLError, OSError, UnicodeDecodeError, RecursionError):
+        return False
+    return isinstance(data, dict) and bool(MODEL_KEYS & set(data)) and not HARDWARE_KEYS & set(data)
 
 
 def dump_profile_yaml(spec: HardwareSpec) -> str:

@@ -80,6 +80,8 @@ def _parse_yaml_mapping(path: Path, text: str) -> dict:
         raise SpecError(f"{path}:{where}: malformed YAML: {one_line(getattr(exc, 'problem', None) or exc)}") from None
     except RecursionError:
         raise SpecError(f"{path}: malformed YAML: nested too deeply") from None
+    if data is None:
+        raise SpecError(f"{path}: the file is empty (or only comments): expected a mapping of fields")
     if not isinstance(data, dict):
         raise SpecError(f"{path}: expected a mapping of fields at the top level, got {type(data).__name__}")
     return data

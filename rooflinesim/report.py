@@ -9,7 +9,8 @@ from .units import GIGA, format_bytes, format_count, format_flops, format_rate, 
 
 
 def to_json(prediction: Prediction) -> str:
-    return json.dumps(prediction.to_dict(), indent=2, sort_keys=False)
+    # allow_nan=False: a NaN or infinity is an error here, never a bare `NaN` / `Infinity` (which is not JSON)
+    return json.dumps(prediction.to_dict(), indent=2, sort_keys=False, allow_nan=False)
 
 
 def _step_line(label: str, step: StepSummary, batch: int) -> str:

@@ -165,10 +165,12 @@ class Scenario:
                          fit.capacity_bytes)
 
     def get_max_batch(self, context_tokens=None, k=0) -> np.ndarray:
-        """Largest batch that fits (0 when even one sequence does not): memory is linear in the batch."""
+        """Largest batch that fits (0 when even one sequence does not): memory is linear in the batch. Capped at
+        2**53 (the largest exact float count), so an absurd capacity cannot wrap around in the int64 cast."""
         one = self.get_memory_fit(1, context_tokens, k)
         free = one.capacity_bytes - one.weight_bytes
-        return np.maximum(np.floor(free / (one.kv_cache_bytes + one.activation_bytes)), 0).astype(np.int64)
+        fitting = np.floor(free / (one.kv_cache_bytes + one.activation_bytes))
+        return np.clip(fitting, 0, float(1 << 53)).astype(np.int64)
 
 
 # --- checking user values ------------------------------------------------------------------------------------------
@@ -413,6 +415,10 @@ def build_scenario(
     what memory fit and max batch may use: capacity x utilisation - reserve.
     """
     warnings: list[str] = []
+    for name, flag in (("allow_long_context", allow_long_context), ("speculative", speculative),
+                       ("extra_draft_pass", extra_draft_pass)):
+        if not isinstance(flag, (bool, np.bool_)):  # a string such as "no" would silently mean True
+            raise InputError(f"{name} must be True or False, got {flag!r}")
     hw_spec = load_hardware(hw)
     if calibration is not None:
         from .profiles import apply_calibration
@@ -464,9 +470,39 @@ def build_scenario(
         warnings += drafter_warnings
         scenario = replace(scenario, drafter=spec_drafter, draft_workload=draft_workload, acceptance=acceptance,
                            k_values=ks, k=chosen)
+    else:  # the charts price a decode and a verify step over batch x context without a drafter
+        _check_grid_size(batch_axis, context_axis, np.asarray([0, 1]), 1)
+    _check_finite_prices(scenario)
     warnings += _memory_warnings(scenario)
     warnings += _pricing_warnings(scenario)
     return replace(scenario, warnings=tuple(dict.fromkeys(warnings)))
+
+
+def _check_finite_prices(scenario: Scenario) -> None:
+    """Refuse a deployment whose largest steps price to an infinite or undefined time.
+
+    Every spec number is finite and positive, but a hand-written spec or profile can still be off by hundreds of
+    orders of magnitude (`1.0e-300` B/s, a coefficient of 1e300 s per byte): the times then overflow and every
+    output would carry Infinity or NaN. Step time grows with batch, context and new tokens, so pricing the largest
+    prefill and verify steps of the grid (in one broadcast evaluation) and the largest draft step decides for all of
+    them; a speculative step sums up to k + 2 of them (k drafts, the verify, gpt-fast's extra draft pass), so that
+    sum must stay finite too.
+    """
+    from .step import get_workload_step  # here, not at the top: keeps this change apart from the import block
+
+    w, b, s = scenario.workload, scenario.batch.max(), scenario.context_tokens.max()
+    q = int(scenario.k_values.max()) + 1
+    steps = [(scenario.model, w, np.asarray([max(int(s), 1), q]), np.asarray([0, s]))]  # prefill, verify
+    if scenario.drafter is not None and scenario.drafter.kind == "model":
+        steps.append((scenario.drafter.model, scenario.draft_workload, 1, s + q))
+    for model, workload, new_tokens, context in steps:
+        with np.errstate(over="ignore", invalid="ignore"):  # the one line below says it, not numpy's warnings
+            step = get_workload_step(scenario.hardware, model, workload, new_tokens, scenario.timing, context, b)
+            worst = max(float(np.max(step.step_time_s)), float(np.max(step.roofline_step_time_s)))
+        if not math.isfinite(worst * (q + 1)):
+            raise InputError(
+                f"{scenario.hardware.name} prices a step of {model.name} (batch {b}, context up to {s}) at "
+                f"{worst:.3g} s: a number in the hardware spec or profile is far outside any physical range")
 
 
 def _pricing_warnings(scenario: Scenario) -> list[str]:

@@ -218,7 +218,10 @@ def load_validation_report(path: str | Path) -> ValidationReport:
     """Read and validate a report file; any problem is a one-line ValidationReportError naming file and field."""
     path = Path(path)
     try:
-        text = path.read_text()
+        text = path.read_text(encoding="utf-8")
+    except UnicodeDecodeError as exc:
+        raise ValidationReportError(f"{path}: not a text file (not UTF-8 at byte {exc.start}): give a JSON "
+                                    "report") from None
     except OSError as exc:
         raise ValidationReportError(f"{path}: cannot read: {exc.strerror}") from exc
     try:

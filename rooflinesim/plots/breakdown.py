@@ -8,7 +8,7 @@ import numpy as np
 
 from ..ops import COLLECTIVE_KINDS
 from ..registry import get_short_name, load_model
-from ..scenario import Scenario
+from ..scenario import MAX_CONTEXT_TOKENS, Scenario, check_positive_int
 from ..specs import InputError
 from ..step import get_workload_step
 from ..units import MILLI, format_count
@@ -51,8 +51,7 @@ def get_breakdown_data(scenario: Scenario, new_tokens: int = 1) -> tuple[object,
     contexts, and its time split by `get_step_breakdown`."""
     if scenario.batch.size != 1:
         raise InputError("the step breakdown takes one batch size")
-    if int(new_tokens) < 1:
-        raise InputError(f"new tokens per sequence must be >= 1, got {new_tokens}")
+    new_tokens = check_positive_int(new_tokens, "new tokens per sequence", MAX_CONTEXT_TOKENS)
     if scenario.context_tokens.size < 2:
         raise InputError("the step breakdown needs at least two contexts >= 0")
     step = get_workload_step(scenario.hardware, scenario.model, scenario.workload, int(new_tokens), scenario.timing,

@@ -7,7 +7,7 @@ from typing import Iterable, Sequence
 import numpy as np
 
 from ..registry import get_short_name
-from ..scenario import Scenario
+from ..scenario import Scenario, check_k
 from ..specs import InputError
 from ..step import get_workload_step
 from ..units import format_count, format_rate
@@ -28,8 +28,7 @@ def get_roofline_data(scenario: Scenario, k: int = 4, per_op: bool = False, pref
     decode / verify: (intensity, FLOP/s, step time) arrays of shape (n_batch, n_context); prefill: batch 1 with a
     prompt of each context length; ops: the ops of the first decode configuration with FLOPs."""
     hw, model, w, timing = scenario.hardware, scenario.model, scenario.workload, scenario.timing
-    if int(k) < 0:
-        raise InputError(f"k must be >= 0, got {k}")
+    k = check_k(k, "verify k (draft length)")
     b, c = scenario.batch[:, None], scenario.context_tokens[None, :]
     shape = (b.size, c.size)
     out = {"batch": scenario.batch, "context_tokens": scenario.context_tokens, "k": int(k)}

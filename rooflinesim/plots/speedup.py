@@ -7,7 +7,7 @@ from typing import Sequence
 import numpy as np
 
 from ..acceptance import leviathan_walltime_improvement
-from ..scenario import Scenario
+from ..scenario import Scenario, check_k
 from ..specs import InputError
 from ..speculative import get_best_k_index
 from ..sweep import SweepResult, sweep_scenario
@@ -144,7 +144,8 @@ def plot_speedup_vs_k(
     """
     from matplotlib.lines import Line2D
 
-    if not 1 <= int(k_max) <= 16:
+    k_max = check_k(k_max, "k_max")
+    if not 1 <= k_max <= 16:
         raise InputError(f"k_max must lie in 1..16, got {k_max}")
     scenario = get_scenario(hw, model, batch, ctx, draft=draft, alpha=alpha, k_values=range(0, int(k_max) + 1),
                             **options)

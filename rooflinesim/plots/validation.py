@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import math
+import os
 from pathlib import Path
 
 import numpy as np
@@ -10,6 +12,11 @@ import numpy as np
 from ..specs import InputError
 from ..units import MILLI, format_count
 from .common import COLORS, VALIDATION_KINDS, _ticks_125
+
+def _is_positive_number(value) -> bool:
+    """A finite number above zero (JSON `true`, `"1"`, NaN and Infinity are not)."""
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and 0 < value < math.inf
+
 
 def load_validation_report(report) -> dict:
     """A validation report (path or already-parsed dict), checked for the keys the chart needs.
@@ -21,30 +28,47 @@ def load_validation_report(report) -> dict:
     """
     if isinstance(report, dict):
         data, where = report, "validation report"
+    elif not isinstance(report, (str, os.PathLike)):
+        raise InputError(f"a validation report is a JSON file path or a dict, got {report!r}")
     else:
         where = str(report)
         try:
-            data = json.loads(Path(report).read_text())
+            data = json.loads(Path(report).read_text(encoding="utf-8"))
+        except UnicodeDecodeError as exc:
+            raise InputError(f"{where}: not a text file (not UTF-8 at byte {exc.start}): give a JSON report") from None
         except OSError as exc:
             raise InputError(f"{where}: cannot read: {exc.strerror}") from exc
         except json.JSONDecodeError as exc:
             raise InputError(f"{where}: not valid JSON: {exc.msg} (line {exc.lineno})") from exc
+        except RecursionError:
+            raise InputError(f"{where}: not valid JSON: nested too deeply") from None
     if not isinstance(data, dict):
         raise InputError(f"{where}: expected a JSON object at the top level")
     configs = data.get("configs")
     if not isinstance(configs, list) or not configs:
         raise InputError(f"{where}: needs a non-empty 'configs' list")
+    for key, kind in (("speculative", list), ("by_dtype", dict)):
+        if data.get(key) is not None and not isinstance(data[key], kind):
+            raise InputError(f"{where}: '{key}' must be a JSON {'list' if kind is list else 'object'}")
+    for name, value in (data.get("by_dtype") or {}).items():
+        if not isinstance(value, dict):
+            raise InputError(f"{where}: by_dtype.{name} must be a JSON object (one dtype's report)")
+    for i, row in enumerate([*configs, *(data.get("speculative") or [])]):
+        if not isinstance(row, dict):
+            name = f"configs[{i}]" if i < len(configs) else f"speculative[{i - len(configs)}]"
+            raise InputError(f"{where}: {name} must be a JSON object")
     for i, row in enumerate(configs):
         missing = [key for key in ("kind", "measured_s", "predicted_s", "roofline_s") if key not in row]
         if missing:
             raise InputError(f"{where}: configs[{i}] lacks {', '.join(missing)}")
-        if not all(isinstance(row[key], (int, float)) and row[key] > 0
-                   for key in ("measured_s", "predicted_s", "roofline_s")):
+        if not all(_is_positive_number(row[key]) for key in ("measured_s", "predicted_s", "roofline_s")):
             raise InputError(f"{where}: configs[{i}]: times must be positive numbers of seconds")
     for i, row in enumerate(data.get("speculative") or []):
         missing = [key for key in ("batch", "measured_speedup", "predicted_speedup") if key not in row]
         if missing:
             raise InputError(f"{where}: speculative[{i}] lacks {', '.join(missing)}")
+        if not all(_is_positive_number(row[key]) for key in ("batch", "measured_speedup", "predicted_speedup")):
+            raise InputError(f"{where}: speculative[{i}]: batch and speedups must be positive numbers")
     return data
 
 
