@@ -441,6 +441,7 @@ def _cmd_plot(args) -> int:
                                         new_tokens=1 if k is None else k + 1, **options)
     with open_atomic(out, "wb") as f:
         fig.savefig(f, format=out.suffix.lower().lstrip("."), dpi=150, bbox_inches="tight")
+    _print_warnings(getattr(fig, "rooflinesim_warnings", ()))
     print(f"wrote {out}")
     return 0
 

@@ -111,7 +111,8 @@ class SweepResult:
                     num_tokens = int(self.k[np.argmax(mean_speedup)])
                 else:
                     num_tokens = 0
-                best = best_k[:, j, a]
+                # a batch at which no speculative k fits is infeasible: off, not the best of the unfitting k
+                best = np.where(self.fits_in_memory[:, j, :].any(axis=1), best_k[:, j, a], 0)
                 schedule: dict[int, int] = {}
                 for i, b in enumerate(self.batch):
                     if i + 1 == len(self.batch) or best[i + 1] != best[i]:
@@ -152,7 +153,7 @@ class SweepResult:
 
     def to_json(self, include_grid: bool = True) -> str:
         if not include_grid:
-            return json.dumps(self.to_dict(include_grid), indent=1)
+            return json.dumps(self.to_dict(include_grid), indent=1, allow_nan=False)
         from .gridio import iter_json  # the same text as json.dumps of to_dict(), without a Python list per column
 
         return b"".join(iter_json(self)).decode("ascii")

@@ -213,3 +213,19 @@ def test_rich_table_header_shows_expected_tokens():
     console = Console(file=io.StringIO(), width=140, record=True)
     render_prediction(rooflinesim.predict(), console)
     assert "E[tokens]" in console.export_text()
+
+
+def test_plot_shows_the_scenario_warnings(tmp_path, capsys):
+    from rooflinesim.cli import main
+
+    assert main(["plot", "roofline", "--model", "llama-2-7b", "--ctx", "8k", "--allow-long-context",
+                 "-o", str(tmp_path / "r.png")]) == 0
+    assert "exceeds Llama-2-7B's max context" in capsys.readouterr().err
+
+
+def test_engine_schedule_is_off_where_nothing_fits():
+    """Regression: best k fell back to all k where none fits, so the TRT-LLM schedule ended on {huge batch: 64}."""
+    result = sweep(hw="h100", batch=[1, 64, 4096], ctx=[131072], alpha=[0.8], k=[0, 2, 4])
+    assert not result.fits_in_memory[-1, 0].any()
+    schedule = result.get_engine_schedules()[0]["trtllm"]["draft_len_schedule"]
+    assert schedule[4096] == 0

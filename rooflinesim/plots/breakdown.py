@@ -12,7 +12,7 @@ from ..scenario import MAX_CONTEXT_TOKENS, Scenario, check_positive_int
 from ..specs import InputError
 from ..step import get_workload_step
 from ..units import MILLI, format_count
-from .common import BREAKDOWN_COMPONENTS, _new_figure, _tp_label, get_scenario
+from .common import attach_warnings, BREAKDOWN_COMPONENTS, _new_figure, _tp_label, get_scenario
 
 def get_step_breakdown(step) -> dict[str, np.ndarray]:
     """Split a StepCost's expected time into weight / KV / activation traffic, compute and overhead (seconds).
@@ -103,6 +103,6 @@ def plot_step_breakdown(
     ax.set_title(f"Where a {what} step's time goes: {get_short_name(model_spec)} on {get_short_name(hw_spec)}"
                  f"{_tp_label(scenario)}, batch {int(scenario.batch[0])}\nweights {w.weight_dtype}, KV {w.kv_dtype}, "
                  f"compute {w.activation_dtype}; {timing.name} timing", fontsize=10)
-    return fig
+    return attach_warnings(fig, scenario)
 
 

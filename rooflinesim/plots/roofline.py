@@ -11,8 +11,8 @@ from ..scenario import Scenario, check_k
 from ..specs import InputError
 from ..step import get_workload_step
 from ..units import format_count, format_rate
-from .common import (COLORS, _cluster_labels, _format_flops_rate, _group_equal_peaks, _new_figure, _tp_label,
-                     get_measured_ceilings, get_scenario)
+from .common import (attach_warnings, COLORS, _cluster_labels, _format_flops_rate, _group_equal_peaks, _new_figure,
+                     _tp_label, get_measured_ceilings, get_scenario)
 
 
 def _points(step, shape) -> tuple[np.ndarray, np.ndarray]:
@@ -172,6 +172,6 @@ def plot_roofline(
         fontsize=10,
     )
     ax.legend(loc="upper left", fontsize=7.5, framealpha=0.9)
-    return fig
+    return attach_warnings(fig, scenario)
 
 

@@ -12,7 +12,7 @@ from ..specs import InputError
 from ..speculative import get_best_k_index
 from ..sweep import SweepResult, sweep_scenario
 from ..units import format_count
-from .common import COLORS, _boundary_segments, _new_figure, _tp_label, get_scenario
+from .common import attach_warnings, COLORS, _boundary_segments, _new_figure, _tp_label, get_scenario
 
 
 def get_speedup_map_data(scenario: Scenario) -> tuple[SweepResult, dict]:
@@ -108,7 +108,7 @@ def plot_speedup_map(
                  fontsize=10)
     ax.legend(handles=handles, loc="upper center", bbox_to_anchor=(0.5, -0.12), ncol=len(handles), fontsize=8,
               frameon=False)
-    return fig
+    return attach_warnings(fig, scenario)
 
 
 def get_speedup_vs_k_data(scenario: Scenario) -> dict:
@@ -185,6 +185,6 @@ def plot_speedup_vs_k(
     ax.set_ylim(bottom=min(0.0 + 0.9 * float(np.min(result.speedup)), 0.9))
     ax.set_title(f"Speedup vs k: {result.model} + draft {result.draft} on {result.hardware}{_tp_label(scenario)}, "
                  f"batch {batches[0]}, ctx {format_count(contexts[0])}, {scenario.workload.weight_dtype}", fontsize=10)
-    return fig
+    return attach_warnings(fig, scenario)
 
 
