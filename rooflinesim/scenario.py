@@ -74,6 +74,7 @@ class Acceptance:
 
     alphas: tuple[float, ...] | None = None
     per_position: tuple[float, ...] | None = None
+    source: str | None = None  # where a measured or published acceptance came from (None: given as numbers)
 
     @property
     def max_k(self) -> int:
@@ -230,6 +231,25 @@ def resolve_acceptance(alpha, alpha_per_position) -> Acceptance:
     return Acceptance(alphas=values)
 
 
+def resolve_acceptance_source(acceptance, acceptance_k=None, as_iid: bool = False) -> tuple[Acceptance, list[str]]:
+    """A measured or published acceptance (an engine log or metrics file, a preset name, or an already read
+    `MeasuredAcceptance`) -> the same `Acceptance` numbers give, with its warnings. Per-position rates are kept
+    (k then runs up to the measured length), except where the front end prices a grid of i.i.d. rates (`as_iid`:
+    sweeps and charts), which gets the i.i.d. alpha with the same E at the measured k, with a warning."""
+    from .acceptance.measured import MeasuredAcceptance
+    from .acceptance.sources import load_acceptance
+
+    measured = acceptance if isinstance(acceptance, MeasuredAcceptance) else load_acceptance(acceptance, k=acceptance_k)
+    warnings = list(measured.warnings)
+    if measured.per_position is not None and not as_iid:
+        return Acceptance(per_position=measured.per_position, source=measured.describe()), warnings
+    if measured.per_position is not None:
+        warnings.append(f"{measured.source}: this grid prices i.i.d. rates, so the measured per-position acceptance "
+                        f"enters as alpha = {measured.iid_alpha:.3f} (the same E = {measured.expected_tokens:.3f} at "
+                        f"k = {measured.k})")
+    return Acceptance(alphas=(measured.iid_alpha,), source=measured.describe()), warnings
+
+
 def resolve_dtypes(weight_dtype, kv_dtype, activation_dtype, hw: HardwareSpec) -> tuple[str, str, str]:
     """Default dtypes: activations follow float weights; quantised weights dequantise to bf16, except fp8 weights
     on a device with an fp8 peak, which compute in fp8 (W8A8). The KV cache defaults to the float dtype of the
@@ -328,13 +348,19 @@ def build_scenario(
     k_values=None,
     head_layer_fraction: float = DEFAULT_HEAD_LAYER_FRACTION,
     extra_draft_pass: bool = False,
+    acceptance=None,
+    acceptance_k=None,
+    acceptance_as_iid: bool = False,
 ) -> Scenario:
     """Resolve every user input into one Scenario (see the module docstring).
 
     batch and ctx are one value or several (a grid); ctx accepts 4096, '4k', '32K', '128k', '1M'. `k` is the draft
     length to report (default: the best); `k_values` the draft lengths to price (default 0..16, or 0..the number of
     per-position rates). `alpha` is one i.i.d. acceptance rate or several; `alpha_per_position` (a list or
-    '0.9,0.8') the conditional rate per draft position instead. `speculative=False` leaves the drafter out.
+    '0.9,0.8') the conditional rate per draft position instead; `acceptance` (an engine log or metrics file, a preset
+    name, or a `MeasuredAcceptance`) a measured or published acceptance instead of either, `acceptance_k` the
+    engine's draft length where its file does not state it (see `resolve_acceptance_source`).
+    `speculative=False` leaves the drafter out.
     """
     warnings: list[str] = []
     hw_spec = load_hardware(hw)
@@ -364,7 +390,13 @@ def build_scenario(
     scenario = Scenario(hw_spec, model_spec, workload, batch_axis, context_axis, timing,
                         k_values=np.asarray([0]), extra_draft_pass=bool(extra_draft_pass))
     if speculative:
-        acceptance = resolve_acceptance(alpha, alpha_per_position)
+        if acceptance is None:
+            acceptance = resolve_acceptance(alpha, alpha_per_position)
+        elif alpha is not None or alpha_per_position is not None:
+            raise InputError("give a measured or preset acceptance or alpha / alpha_per_position, not both")
+        else:
+            acceptance, acceptance_warnings = resolve_acceptance_source(acceptance, acceptance_k, acceptance_as_iid)
+            warnings += acceptance_warnings
         chosen = None if k is None else check_k(k)
         if k_values is None:
             top = min(MAX_K, acceptance.max_k) if chosen is None else max(min(MAX_K, acceptance.max_k), chosen)
@@ -398,6 +430,7 @@ def _pricing_warnings(scenario: Scenario) -> list[str]:
 
 __all__ = [
     "Scenario", "Drafter", "Acceptance", "build_scenario", "resolve_dtypes", "resolve_drafter", "resolve_acceptance",
+    "resolve_acceptance_source",
     "check_positive_int", "check_k", "check_alpha", "parse_context", "DEFAULT_DRAFT", "DEFAULT_ALPHA", "MAX_K",
     "MAX_K_LIMIT", "DRAFTER_KINDS", "DEFAULT_HEAD_LAYER_FRACTION",
 ]

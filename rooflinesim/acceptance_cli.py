@@ -1,0 +1,100 @@
+"""The `rooflinesim acceptance ...` commands and `rooflinesim list acceptance`: argument parsing and printing only.
+
+`from-logs` reads an engine's log or metrics (`acceptance.engines`); `measure` runs two local checkpoints with torch
+(`calibrate.acceptance_measure`, imported only by that command). Both print per-position acceptance with its
+intervals, E at the measured k and what it implies for other k, or the same as JSON (`--json`), which
+`--acceptance FILE.json` reads back.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+
+from .acceptance.measured import CONFIDENCE, MeasuredAcceptance
+
+
+def add_acceptance_parser(sub) -> None:
+    from .acceptance.engines import FORMATS
+
+    p = sub.add_parser("acceptance", help="measured acceptance: from engine logs and metrics, or from local models")
+    commands = p.add_subparsers(dest="acceptance_command", required=True, parser_class=type(p))
+    q = commands.add_parser("from-logs", help="per-position acceptance from a vLLM / SGLang / TensorRT-LLM log or "
+                                              "Prometheus metrics file")
+    q.add_argument("file", help="log or metrics file")
+    q.add_argument("--format", default="auto", choices=list(FORMATS),
+                   help="auto (default), vllm-v0, vllm-v1 (log lines), prometheus (vLLM counters), sglang (log or "
+                        "gauge), trtllm (gauge)")
+    q.add_argument("--k", type=int, default=None, help="the engine's draft length where the file does not state it "
+                                                       "(SGLang without server_args, TensorRT-LLM)")
+    q.add_argument("--json", action="store_true", help="print the result as JSON (readable by --acceptance)")
+    q.set_defaults(handler=_cmd_from_logs)
+
+
+def _cmd_from_logs(args) -> int:
+    from .acceptance.engines import read_engine_acceptance
+
+    result = read_engine_acceptance(args.file, args.format, args.k)
+    print_acceptance(result, as_json=args.json)
+    return 0
+
+
+def print_acceptance(result: MeasuredAcceptance, as_json: bool = False) -> None:
+    """The result as text tables (warnings on stderr-like yellow lines) or JSON on stdout (warnings on stderr)."""
+    if as_json:
+        print(json.dumps(result.to_dict(), indent=2))
+        for warning in result.warnings:
+            print(f"warning: {warning}", file=sys.stderr)
+        return
+    from rich.console import Console
+    from rich.markup import escape
+    from rich.table import Table
+
+    console = Console(width=120)
+    level = f"{CONFIDENCE:.0%}"
+    console.print(f"[bold]Acceptance[/] from {escape(result.engine)}: {escape(result.source)}")
+    if result.per_position is not None:
+        table = Table(title="Per-position acceptance (conditional: draft i accepted given drafts 1..i-1 were)")
+        for column in ("position", "alpha_i", f"{level} interval", "accepted / reached"):
+            table.add_column(column, justify="right")
+        trials = (None,) * result.k if result.reached is None else (result.n_drafts,) + result.reached[:-1]
+        for i, (alpha, ci) in enumerate(zip(result.per_position, result.per_position_ci or (None,) * result.k)):
+            counts = "-" if trials[i] is None else f"{result.reached[i]:,} / {trials[i]:,}"
+            table.add_row(str(i + 1), f"{alpha:.3f}", "-" if ci is None else f"[{ci[0]:.3f}, {ci[1]:.3f}]", counts)
+        console.print(table)
+    e_ci = "" if result.expected_tokens_ci is None else (
+        f" ({level} interval [{result.expected_tokens_ci[0]:.3f}, {result.expected_tokens_ci[1]:.3f}])")
+    a_ci = "" if result.iid_alpha_ci is None else f" [{result.iid_alpha_ci[0]:.3f}, {result.iid_alpha_ci[1]:.3f}]"
+    console.print(f"E at the measured k = {result.k}: {result.expected_tokens:.3f} tokens per step{e_ci}"
+                  + ("" if result.n_drafts is None else f", over {result.n_drafts:,} speculative steps"))
+    console.print(f"i.i.d. alpha with the same E at k = {result.k}: {result.iid_alpha:.3f}{a_ci}")
+    pmf = result.committed_tokens_pmf
+    console.print("committed tokens per step: " + ", ".join(f"{n}: {p:.1%}" for n, p in enumerate(pmf, 1)))
+    table = Table(title="What it implies for other k")
+    for column in ("k", "E[tokens]", "basis"):
+        table.add_column(column, justify="right")
+    for row in result.expected_tokens_by_k(max(result.k, 8)):
+        table.add_row(str(row["k"]), f"{row['expected_tokens']:.3f}", row["basis"])
+    console.print(table)
+    for warning in result.warnings:
+        console.print(f"[yellow]warning:[/] {escape(warning)}")
+
+
+def print_presets() -> int:
+    from rich.console import Console
+    from rich.table import Table
+
+    from .acceptance.presets import list_presets
+
+    table = Table(title="Published acceptance presets (--acceptance NAME)")
+    for column in ("name", "method", "target", "task", "shape", "k", "T", "E at k", "confidence"):
+        table.add_column(column)
+    for p in list_presets():
+        measured = p.to_measured()
+        table.add_row(p.name, p.method, p.target.split("/")[-1], p.task, p.shape, str(p.k), f"{p.temperature:g}",
+                      f"{measured.expected_tokens:.2f}", p.source.confidence)
+    Console(width=170).print(table)
+    return 0
+
+
+__all__ = ["add_acceptance_parser", "print_acceptance", "print_presets"]
