@@ -30,12 +30,42 @@ def add_acceptance_parser(sub) -> None:
     q.add_argument("--json", action="store_true", help="print the result as JSON (readable by --acceptance)")
     q.set_defaults(handler=_cmd_from_logs)
 
+    q = commands.add_parser("measure", help="acceptance of a local draft checkpoint for a local target checkpoint "
+                                            "(Hugging Face layout), by running speculative decoding with torch")
+    q.add_argument("--target", required=True, help="target model folder: config.json + model.safetensors")
+    q.add_argument("--draft", required=True, help="draft model folder: config.json + model.safetensors")
+    q.add_argument("--prompts", required=True, help="one prompt per line: token ids (or text with tokenizer.json "
+                                                    "and the tokenizers library)")
+    q.add_argument("--temperature", type=float, default=0.0, help="0 (default): greedy; > 0: the exact rule")
+    q.add_argument("--k", type=int, default=4, help="drafts per speculative step (default 4)")
+    q.add_argument("--new-tokens", type=int, default=64, help="tokens generated per prompt (default 64)")
+    q.add_argument("--seed", type=int, default=0)
+    q.add_argument("--device", default="auto", help="auto, cpu or cuda (default auto)")
+    q.add_argument("--dtype", default="fp32", help="fp32 (default), bf16 or fp16")
+    q.add_argument("--threads", type=int, default=None, help="CPU threads (default: torch's)")
+    q.add_argument("--json", action="store_true", help="print the result as JSON (readable by --acceptance)")
+    q.set_defaults(handler=_cmd_measure)
+
 
 def _cmd_from_logs(args) -> int:
     from .acceptance.engines import read_engine_acceptance
 
     result = read_engine_acceptance(args.file, args.format, args.k)
     print_acceptance(result, as_json=args.json)
+    return 0
+
+
+def _cmd_measure(args) -> int:
+    import importlib.util
+
+    from .specs import InputError
+
+    if importlib.util.find_spec("torch") is None or importlib.util.find_spec("safetensors") is None:
+        raise InputError("acceptance measure needs torch and safetensors: pip install 'rooflinesim[calibrate]' "
+                         "(install the CPU build of torch first to avoid the multi-GB CUDA wheel)")
+    from .calibrate.acceptance_measure import run_measure_command
+
+    print_acceptance(run_measure_command(args), as_json=args.json)
     return 0
 
 
@@ -72,7 +102,7 @@ def print_acceptance(result: MeasuredAcceptance, as_json: bool = False) -> None:
     console.print("committed tokens per step: " + ", ".join(f"{n}: {p:.1%}" for n, p in enumerate(pmf, 1)))
     table = Table(title="What it implies for other k")
     for column in ("k", "E[tokens]", "basis"):
-        table.add_column(column, justify="right")
+        table.add_column(escape(column), justify="right")
     for row in result.expected_tokens_by_k(max(result.k, 8)):
         table.add_row(str(row["k"]), f"{row['expected_tokens']:.3f}", row["basis"])
     console.print(table)
