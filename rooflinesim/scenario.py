@@ -75,6 +75,7 @@ class Acceptance:
     alphas: tuple[float, ...] | None = None
     per_position: tuple[float, ...] | None = None
     source: str | None = None  # where a measured or published acceptance came from (None: given as numbers)
+    drafter_kind: str | None = None  # the kind of drafter a preset was measured with ('model', 'head', 'ngram')
 
     @property
     def max_k(self) -> int:
@@ -241,13 +242,19 @@ def resolve_acceptance_source(acceptance, acceptance_k=None, as_iid: bool = Fals
 
     measured = acceptance if isinstance(acceptance, MeasuredAcceptance) else load_acceptance(acceptance, k=acceptance_k)
     warnings = list(measured.warnings)
+    kind = PRESET_DRAFTER_KINDS.get(measured.conditions.get("method"))
     if measured.per_position is not None and not as_iid:
-        return Acceptance(per_position=measured.per_position, source=measured.describe()), warnings
+        return Acceptance(per_position=measured.per_position, source=measured.describe(), drafter_kind=kind), warnings
     if measured.per_position is not None:
         warnings.append(f"{measured.source}: this grid prices i.i.d. rates, so the measured per-position acceptance "
                         f"enters as alpha = {measured.iid_alpha:.3f} (the same E = {measured.expected_tokens:.3f} at "
                         f"k = {measured.k})")
-    return Acceptance(alphas=(measured.iid_alpha,), source=measured.describe()), warnings
+    return Acceptance(alphas=(measured.iid_alpha,), source=measured.describe(), drafter_kind=kind), warnings
+
+
+#: the drafter that a published method's acceptance was measured with (a preset's `method`)
+PRESET_DRAFTER_KINDS = {"draft-model": "model", "ngram": "ngram", "eagle": "head", "eagle2": "head",
+                        "eagle3": "head", "medusa": "head", "mtp": "head"}
 
 
 def resolve_dtypes(weight_dtype, kv_dtype, activation_dtype, hw: HardwareSpec) -> tuple[str, str, str]:
@@ -412,6 +419,10 @@ def build_scenario(
         spec_drafter, draft_workload, drafter_warnings = resolve_drafter(
             model_spec, hw_spec, workload, draft, drafter, head_layer_fraction, draft_tp)
         warnings += drafter_warnings
+        if acceptance.drafter_kind not in (None, spec_drafter.kind):
+            warnings.append(f"the acceptance was measured with a {acceptance.drafter_kind} drafter but a "
+                            f"{spec_drafter.kind} drafter ({spec_drafter.name}) is priced: pass --drafter "
+                            f"{acceptance.drafter_kind} to price the drafter that was measured")
         scenario = replace(scenario, drafter=spec_drafter, draft_workload=draft_workload, acceptance=acceptance,
                            k_values=ks, k=chosen)
     warnings += _memory_warnings(scenario)

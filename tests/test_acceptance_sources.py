@@ -199,3 +199,12 @@ def test_preset_schema_rejects_missing_or_inconsistent_conditions(edit, field):
     assert load_preset_library(BASE).presets[0].expected_tokens == 2.5
     with pytest.raises(AcceptanceSourceError, match=field.replace("+", r"\+")):
         load_preset_library(edit(BASE), where="test.yaml")
+
+
+def test_preset_drafter_kind_mismatch_is_warned():
+    mismatch = build_scenario(acceptance="medusa-vicuna-7b-specbench-tree4-t0")
+    assert any("measured with a head drafter but a model drafter" in w for w in mismatch.warnings)
+    matched = build_scenario(acceptance="medusa-vicuna-7b-specbench-tree4-t0", drafter="head")
+    assert not any("drafter but" in w for w in matched.warnings)
+    ngram = build_scenario(acceptance="pld-vicuna-7b-specbench-chain10-t0", drafter="ngram")
+    assert ngram.acceptance.drafter_kind == "ngram" and not any("drafter but" in w for w in ngram.warnings)
