@@ -99,7 +99,8 @@ def print_acceptance(result: MeasuredAcceptance, as_json: bool = False) -> None:
                   + ("" if result.n_drafts is None else f", over {result.n_drafts:,} speculative steps"))
     console.print(f"i.i.d. alpha with the same E at k = {result.k}: {result.iid_alpha:.3f}{a_ci}")
     pmf = result.committed_tokens_pmf
-    console.print("committed tokens per step: " + ", ".join(f"{n}: {p:.1%}" for n, p in enumerate(pmf, 1)))
+    basis = "" if result.per_position is not None else " (under the i.i.d. alpha: the source gives a mean only)"
+    console.print(f"committed tokens per step{basis}: " + ", ".join(f"{n}: {p:.1%}" for n, p in enumerate(pmf, 1)))
     table = Table(title="What it implies for other k")
     for column in ("k", "E[tokens]", "basis"):
         table.add_column(escape(column), justify="right")

@@ -386,6 +386,8 @@ def _cmd_plot(args) -> int:
     options = dict(hw=args.hw, model=args.model, **_deployment_options(args))
     speculation = dict(draft=args.draft, drafter=args.drafter)
     alphas = parse_float_list(args.alpha, "acceptance rate") if args.alpha else None
+    if args.acceptance is not None and args.alpha:
+        raise InputError("give --acceptance or --alpha, not both")
     if args.acceptance is not None:  # charts price i.i.d. rates: build_scenario turns the source into one
         speculation.update(acceptance=args.acceptance, acceptance_k=args.acceptance_k, acceptance_as_iid=True)
     from . import plots  # matplotlib only from here on

@@ -398,6 +398,8 @@ def build_scenario(
                         k_values=np.asarray([0]), extra_draft_pass=bool(extra_draft_pass))
     if speculative:
         if acceptance is None:
+            if acceptance_k is not None:
+                raise InputError("acceptance_k (--acceptance-k) is the draft length of an --acceptance file; none given")
             acceptance = resolve_acceptance(alpha, alpha_per_position)
         elif alpha is not None or alpha_per_position is not None:
             raise InputError("give a measured or preset acceptance or alpha / alpha_per_position, not both")

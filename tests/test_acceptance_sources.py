@@ -208,3 +208,11 @@ def test_preset_drafter_kind_mismatch_is_warned():
     assert not any("drafter but" in w for w in matched.warnings)
     ngram = build_scenario(acceptance="pld-vicuna-7b-specbench-chain10-t0", drafter="ngram")
     assert ngram.acceptance.drafter_kind == "ngram" and not any("drafter but" in w for w in ngram.warnings)
+
+
+def test_acceptance_k_needs_an_acceptance_file_and_plot_refuses_both(tmp_path):
+    with pytest.raises(InputError, match="--acceptance-k"):
+        build_scenario(acceptance_k=3)
+    proc = subprocess.run([sys.executable, "-m", "rooflinesim.cli", "plot", "speedup", "-o", str(tmp_path / "x.png"),
+                           "--acceptance", str(LOGS / "sglang.log"), "--alpha", "0.7"], capture_output=True, text=True)
+    assert proc.returncode == 2 and "not both" in proc.stderr
