@@ -46,6 +46,18 @@ def add_acceptance_parser(sub) -> None:
     q.add_argument("--json", action="store_true", help="print the result as JSON (readable by --acceptance)")
     q.set_defaults(handler=_cmd_measure)
 
+    q = commands.add_parser("validate", help="train two small models, measure their acceptance, and compare a real "
+                                             "speculative loop's speedup with the prediction per batch")
+    q.add_argument("--profile", required=True, help="calibration profile of this device (rooflinesim calibrate)")
+    q.add_argument("--out", default=None, help="write the report here (.json)")
+    q.add_argument("--batches", default="1,4,16", help="batch sizes (default 1,4,16)")
+    q.add_argument("--k", type=int, default=4, help="drafts per step (default 4)")
+    q.add_argument("--temperature", type=float, default=1.0, help="sampling temperature (default 1: the exact rule)")
+    q.add_argument("--iterations", type=int, default=20, help="timed iterations per loop (default 20)")
+    q.add_argument("--seed", type=int, default=0)
+    q.add_argument("--threads", type=int, default=None, help="CPU threads (default: the profile's)")
+    q.set_defaults(handler=_cmd_validate)
+
 
 def _cmd_from_logs(args) -> int:
     from .acceptance.engines import read_engine_acceptance
@@ -66,6 +78,47 @@ def _cmd_measure(args) -> int:
     from .calibrate.acceptance_measure import run_measure_command
 
     print_acceptance(run_measure_command(args), as_json=args.json)
+    return 0
+
+
+def _cmd_validate(args) -> int:
+    import importlib.util
+    import tempfile
+
+    from .fileio import check_output_path, write_text_atomic
+    from .profiles import load_profile
+    from .specs import InputError
+    from .units import parse_count_range
+
+    if importlib.util.find_spec("torch") is None or importlib.util.find_spec("safetensors") is None:
+        raise InputError("acceptance validate needs torch and safetensors: pip install 'rooflinesim[calibrate]'")
+    if args.out:
+        check_output_path(args.out, "report (--out)", (".json",))
+    profile = load_profile(args.profile)
+    if profile.measured.provenance.device_kind != "cpu":
+        raise InputError(f"{args.profile} was measured on {profile.measured.provenance.device_name}; this check runs "
+                         "on the CPU: give a CPU profile")
+    from .calibrate.acceptance_validate import run_acceptance_validation
+    from .calibrate.timers import select_device
+
+    device = select_device("cpu", args.threads or profile.measured.provenance.threads)
+    with tempfile.TemporaryDirectory(prefix="rooflinesim-acceptance-") as work:
+        report = run_acceptance_validation(args.profile, work, "cpu", parse_count_range(args.batches), args.k,
+                                           args.temperature, args.iterations, args.seed)
+    report["device_name"] = device.name
+    print(f"acceptance measured: {report['acceptance']['engine']}: E = {report['acceptance']['expected_tokens']:.3f} "
+          f"at k = {report['acceptance']['k']}; device {device.name}")
+    for row in report["speculative"]:
+        print(f"  batch {row['batch']:>3}: measured {row['measured_speedup']:.3f}x, predicted "
+              f"{row['predicted_speedup']:.3f}x (error {row['abs_error']:.3f}x; realised E "
+              f"{row['realized_tokens_per_iteration']:.2f})")
+    print(f"largest error {report['max_abs_speedup_error']:.3f}x (goal {report['goal_abs_speedup_error']}x): "
+          + ("met" if report["meets_goal"] else "NOT met"))
+    if args.out:
+        import json
+
+        write_text_atomic(args.out, json.dumps(report, indent=1))
+        print(f"wrote {args.out}")
     return 0
 
 

@@ -13,10 +13,8 @@ pytest.importorskip("safetensors")
 
 from scipy import stats  # noqa: E402
 
-try:  # tests/ imported as a package (tests/__init__.py)
-    from tests.acceptance_models import VOCAB, corpus, hf_config, train_checkpoint, trained_pair, write_prompts
-except ImportError:  # tests/ on sys.path
-    from acceptance_models import VOCAB, corpus, hf_config, train_checkpoint, trained_pair, write_prompts
+from rooflinesim.calibrate.acceptance_models import (VOCAB, corpus, hf_config, train_checkpoint,  # noqa: E402
+                                                     trained_pair, write_prompts)
 from rooflinesim.acceptance.sources import load_acceptance  # noqa: E402
 from rooflinesim.calibrate.acceptance_measure import (MeasureSettings, load_pair, measure_acceptance,  # noqa: E402
                                                       speculative_decode)
@@ -155,3 +153,38 @@ def test_bad_checkpoints_and_prompts_are_one_line_errors(pair, tmp_path):
                           capture_output=True, text=True)
     assert proc.returncode == 2 and "not found" in proc.stderr and "Traceback" not in proc.stderr
     assert write_prompts(tmp_path / "p.txt").read_text().count("\n") == 8
+
+
+@pytest.mark.parametrize("temperature", [0.0, 1.0])
+def test_batched_loop_commits_k_plus_1_when_the_draft_is_the_target(pair, temperature):
+    from rooflinesim.calibrate.acceptance_validate import batched_loops
+
+    target, _, _ = pair
+    settings = MeasureSettings(k=3, temperature=temperature)
+    t_model, d_model = load_pair(target, target, settings, "cpu", 128)
+    for model in (t_model, d_model):
+        model.setup_caches(4, 128)
+    run = batched_loops(t_model, d_model, corpus(4, 16, 3), 3, temperature, 8, torch.Generator().manual_seed(0))
+    assert run["tokens_per_iteration"] == 4.0 and set(run["accepted"]) == {3}
+
+
+def test_batched_loop_realises_the_measured_acceptance(pair):
+    """The batched loop (per-sequence rule and rollback) commits what `measure` predicts, within sampling noise."""
+    from rooflinesim.calibrate.acceptance_validate import batched_loops
+
+    target, draft, prompts = pair
+    settings = MeasureSettings(k=3, temperature=1.0, new_tokens=64, seed=1)
+    measured = measure_acceptance(target, draft, prompts, settings)
+    t_model, d_model = load_pair(target, draft, settings, "cpu", 400)
+    for model in (t_model, d_model):
+        model.setup_caches(4, 400)
+    run = batched_loops(t_model, d_model, corpus(4, 32, 4), 3, 1.0, 60, torch.Generator().manual_seed(2))
+    steps = np.asarray(run["accepted"]) + 1
+    noise = 4 * steps.std() / np.sqrt(steps.size) + 4 * (measured.expected_tokens_ci[1] - measured.expected_tokens)
+    assert abs(steps.mean() - measured.expected_tokens) < noise
+
+
+def test_acceptance_validate_refuses_a_bad_profile(tmp_path):
+    proc = subprocess.run([sys.executable, "-m", "rooflinesim.cli", "acceptance", "validate", "--profile",
+                           str(tmp_path / "none.yaml")], capture_output=True, text=True)
+    assert proc.returncode == 2 and "not found" in proc.stderr and "Traceback" not in proc.stderr

@@ -1,5 +1,6 @@
-"""Two small Llama-style models trained in the test itself (seconds on a CPU) and saved as Hugging Face-layout
-checkpoints, so that a draft agrees with its target partially and reproducibly.
+"""Two small Llama-style models trained on the spot (seconds on a CPU) and saved as Hugging Face-layout checkpoints,
+so that a draft agrees with its target partially and reproducibly: the tests of `acceptance measure` and the
+end-to-end check of `acceptance validate` use them.
 
 The corpus is a noisy bigram rule over a 32-token vocabulary: next = 5 x previous + 3 (mod 32) with probability 0.85,
 else uniform. The draft is trained on the same corpus except that after a token divisible by 3 its rule adds 1, so
@@ -12,6 +13,10 @@ import json
 from pathlib import Path
 
 import torch
+
+from ..registry import load_model
+from .hf_checkpoint import save_hf_checkpoint
+from .model import Decoder
 
 VOCAB = 32
 
@@ -31,6 +36,7 @@ def corpus(n: int, length: int, seed: int, shifted: bool = False) -> torch.Tenso
 
 def hf_config(model_type: str = "llama", hidden: int = 32, layers: int = 2, heads: int = 4, kv_heads: int = 2,
               **extra) -> dict:
+    """A config.json for the corpus's vocabulary (extra keys override or add fields)."""
     config = {"architectures": ["LlamaForCausalLM"], "model_type": model_type, "hidden_size": hidden,
               "intermediate_size": 2 * hidden, "num_hidden_layers": layers, "num_attention_heads": heads,
               "num_key_value_heads": kv_heads, "vocab_size": VOCAB, "max_position_embeddings": 512,
@@ -41,10 +47,6 @@ def hf_config(model_type: str = "llama", hidden: int = 32, layers: int = 2, head
 
 def train_checkpoint(folder: Path, config: dict, steps: int, seed: int, shifted: bool = False):
     """Train a `model.Decoder` of `config` on the corpus and save it in HF layout; returns the trained model."""
-    from rooflinesim.calibrate.hf_checkpoint import save_hf_checkpoint
-    from rooflinesim.calibrate.model import Decoder
-    from rooflinesim.registry import load_model
-
     folder.mkdir(parents=True, exist_ok=True)
     (folder / "config.json").write_text(json.dumps(config))
     spec = load_model(str(folder / "config.json"))
@@ -76,10 +78,12 @@ def write_prompts(path: Path, n: int = 8, length: int = 6, seed: int = 9) -> Pat
     return path
 
 
-def trained_pair(root: Path):
-    """(target folder, draft folder, prompts file) under `root`."""
+def trained_pair(root: Path, target_config: dict | None = None, draft_config: dict | None = None):
+    """(target folder, draft folder, prompts file) under `root`; by default a 2-layer target of width 32 and a
+    1-layer draft of width 16."""
     target = root / "target"
     draft = root / "draft"
-    train_checkpoint(target, hf_config(), steps=80, seed=0)
-    train_checkpoint(draft, hf_config(hidden=16, layers=1, heads=2, kv_heads=1), steps=40, seed=1, shifted=True)
+    train_checkpoint(target, target_config or hf_config(), steps=80, seed=0)
+    train_checkpoint(draft, draft_config or hf_config(hidden=16, layers=1, heads=2, kv_heads=1), steps=40, seed=1,
+                     shifted=True)
     return target, draft, write_prompts(root / "prompts.txt")
