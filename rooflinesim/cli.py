@@ -72,9 +72,19 @@ def _add_speculation_arguments(p: argparse.ArgumentParser, alpha_list: bool = Fa
     p.add_argument("--extra-draft-pass", action="store_true",
                    help="add gpt-fast's extra draft pass when all k drafts are accepted")
     if alpha_list:
-        p.add_argument("--alpha", default="0.6,0.8", help="acceptance rates, e.g. 0.6,0.8 (default 0.6,0.8)")
+        p.add_argument("--alpha", default=None, help="acceptance rates, e.g. 0.6,0.8 (default 0.6,0.8)")
     else:
         p.add_argument("--alpha", type=float, default=None, help="i.i.d. acceptance rate in [0, 1] (default 0.8)")
+    _add_acceptance_source_arguments(p)
+
+
+def _add_acceptance_source_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--acceptance", default=None, metavar="FILE_OR_PRESET",
+                   help="measured or published acceptance instead of --alpha: an engine log or metrics file (vLLM, "
+                        "SGLang, TensorRT-LLM), a JSON from 'acceptance from-logs --json', or a preset "
+                        "('rooflinesim list acceptance')")
+    p.add_argument("--acceptance-k", type=int, default=None,
+                   help="the engine's draft length, for --acceptance files that do not state it")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -116,6 +126,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_deployment_arguments(p)
     p.add_argument("--alpha", default=None, help="acceptance rate(s): speedup takes one (default 0.8), "
                                                  "k several (default 0.6,0.7,0.8,0.9)")
+    _add_acceptance_source_arguments(p)
     p.add_argument("--batch", default=None, help="batch sizes: roofline 1,8,64,256; speedup 1..1024; k and "
                                                  "breakdown one value (default 1)")
     p.add_argument("--ctx", default=None, help="contexts: roofline 1k,32k; speedup 512..128k; k one value (4k); "
@@ -127,9 +138,13 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--allow-long-context", action="store_true", help="model a context above the model's max (warns)")
     p.set_defaults(handler=_cmd_plot)
 
-    p = sub.add_parser("list", help="list shipped hardware or models")
-    p.add_argument("what", choices=["hardware", "models"])
+    p = sub.add_parser("list", help="list shipped hardware, models or acceptance presets")
+    p.add_argument("what", choices=["hardware", "models", "acceptance"])
     p.set_defaults(handler=_cmd_list)
+
+    from .acceptance_cli import add_acceptance_parser  # the `acceptance` command and its subcommands
+
+    add_acceptance_parser(sub)
 
     p = sub.add_parser("show", help="one hardware or model spec with its derived numbers")
     p.add_argument("name")
@@ -311,7 +326,7 @@ def _gib_to_bytes(value):
 
 def _speculation_options(args) -> dict:
     return dict(draft=args.draft, drafter=args.drafter, head_layer_fraction=args.head_layer_fraction,
-                extra_draft_pass=args.extra_draft_pass)
+                extra_draft_pass=args.extra_draft_pass, acceptance=args.acceptance, acceptance_k=args.acceptance_k)
 
 
 def _print_warnings(warnings, console=None) -> None:
@@ -357,7 +372,7 @@ def _cmd_sweep(args) -> int:
         fmt = args.format or ("json" if args.output.endswith(".json") else "csv")
     result = sweep(
         hw=args.hw, model=args.model, batch=parse_count_range(args.batch), ctx=parse_count_range(args.ctx),
-        alpha=parse_float_list(args.alpha, "acceptance rate"), k=parse_int_range(args.k),
+        alpha=None if args.alpha is None else parse_float_list(args.alpha, "acceptance rate"), k=parse_int_range(args.k),
         **_deployment_options(args), **_speculation_options(args),
     )
     if args.output:
@@ -414,6 +429,10 @@ def _cmd_plot(args) -> int:
         options["allow_long_context"] = True
     speculation = dict(draft=args.draft, drafter=args.drafter)
     alphas = parse_float_list(args.alpha, "acceptance rate") if args.alpha else None
+    if args.acceptance is not None and args.alpha:
+        raise InputError("give --acceptance or --alpha, not both")
+    if args.acceptance is not None:  # charts price i.i.d. rates: build_scenario turns the source into one
+        speculation.update(acceptance=args.acceptance, acceptance_k=args.acceptance_k, acceptance_as_iid=True)
     from . import plots  # matplotlib only from here on
 
     if args.kind == "validation":
@@ -425,12 +444,12 @@ def _cmd_plot(args) -> int:
                                   ctx=parse_count_range(args.ctx or "1k,32k"), k=one(parse_int_range(args.k or "4"), "k"),
                                   per_op=args.per_op, **options)
     elif args.kind == "speedup":
-        fig = plots.plot_speedup_map(alpha=one(alphas or [0.8], "--alpha"),
+        fig = plots.plot_speedup_map(alpha=None if args.acceptance else one(alphas or [0.8], "--alpha"),
                                      batch=parse_count_range(args.batch or "1..1024"),
                                      ctx=parse_count_range(args.ctx or "512..128k"),
                                      k=parse_int_range(args.k or "0..8"), **speculation, **options)
     elif args.kind == "k":
-        fig = plots.plot_speedup_vs_k(alpha=alphas or [0.6, 0.7, 0.8, 0.9],
+        fig = plots.plot_speedup_vs_k(alpha=None if args.acceptance else alphas or [0.6, 0.7, 0.8, 0.9],
                                       batch=one(parse_count_range(args.batch or "1"), "--batch"),
                                       ctx=one(parse_count_range(args.ctx or "4k"), "--ctx"),
                                       k_max=max(parse_int_range(args.k or "0..10")), **speculation, **options)
@@ -454,6 +473,10 @@ def _cmd_list(args) -> int:
     from .units import format_bytes, format_count, format_rate
 
     table = Table()
+    if args.what == "acceptance":
+        from .acceptance_cli import print_presets
+
+        return print_presets()
     if args.what == "hardware":
         for column in ("name", "aliases", "bf16/fp16 dense", "bandwidth", "memory", "ridge bf16 FLOP/B"):
             table.add_column(column)

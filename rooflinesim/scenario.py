@@ -91,6 +91,8 @@ class Acceptance:
 
     alphas: tuple[float, ...] | None = None
     per_position: tuple[float, ...] | None = None
+    source: str | None = None  # where a measured or published acceptance came from (None: given as numbers)
+    drafter_kind: str | None = None  # the kind of drafter a preset was measured with ('model', 'head', 'ngram')
 
     @property
     def max_k(self) -> int:
@@ -266,6 +268,31 @@ def resolve_acceptance(alpha, alpha_per_position) -> Acceptance:
     return Acceptance(alphas=values)
 
 
+def resolve_acceptance_source(acceptance, acceptance_k=None, as_iid: bool = False) -> tuple[Acceptance, list[str]]:
+    """A measured or published acceptance (an engine log or metrics file, a preset name, or an already read
+    `MeasuredAcceptance`) -> the same `Acceptance` numbers give, with its warnings. Per-position rates are kept
+    (k then runs up to the measured length), except where the front end prices a grid of i.i.d. rates (`as_iid`:
+    sweeps and charts), which gets the i.i.d. alpha with the same E at the measured k, with a warning."""
+    from .acceptance.measured import MeasuredAcceptance
+    from .acceptance.sources import load_acceptance
+
+    measured = acceptance if isinstance(acceptance, MeasuredAcceptance) else load_acceptance(acceptance, k=acceptance_k)
+    warnings = list(measured.warnings)
+    kind = PRESET_DRAFTER_KINDS.get(measured.conditions.get("method"))
+    if measured.per_position is not None and not as_iid:
+        return Acceptance(per_position=measured.per_position, source=measured.describe(), drafter_kind=kind), warnings
+    if measured.per_position is not None:
+        warnings.append(f"{measured.source}: this grid prices i.i.d. rates, so the measured per-position acceptance "
+                        f"enters as alpha = {measured.iid_alpha:.3f} (the same E = {measured.expected_tokens:.3f} at "
+                        f"k = {measured.k})")
+    return Acceptance(alphas=(measured.iid_alpha,), source=measured.describe(), drafter_kind=kind), warnings
+
+
+#: the drafter that a published method's acceptance was measured with (a preset's `method`)
+PRESET_DRAFTER_KINDS = {"draft-model": "model", "ngram": "ngram", "eagle": "head", "eagle2": "head",
+                        "eagle3": "head", "medusa": "head", "mtp": "head"}
+
+
 def resolve_dtypes(weight_dtype, kv_dtype, activation_dtype, hw: HardwareSpec) -> tuple[str, str, str]:
     """Default dtypes: activations follow float weights; quantised weights dequantise to bf16, except fp8 weights
     on a device with an fp8 peak, which compute in fp8 (W8A8). The KV cache defaults to the float dtype of the
@@ -404,13 +431,19 @@ def build_scenario(
     gpu_memory_utilization=None,
     memory_reserve_bytes=None,
     quant_kernel: str | None = None,
+    acceptance=None,
+    acceptance_k=None,
+    acceptance_as_iid: bool = False,
 ) -> Scenario:
     """Resolve every user input into one Scenario (see the module docstring).
 
     batch and ctx are one value or several (a grid); ctx accepts 4096, '4k', '32K', '128k', '1M'. `k` is the draft
     length to report (default: the best); `k_values` the draft lengths to price (default 0..16, or 0..the number of
     per-position rates). `alpha` is one i.i.d. acceptance rate or several; `alpha_per_position` (a list or
-    '0.9,0.8') the conditional rate per draft position instead. `speculative=False` leaves the drafter out.
+    '0.9,0.8') the conditional rate per draft position instead; `acceptance` (an engine log or metrics file, a preset
+    name, or a `MeasuredAcceptance`) a measured or published acceptance instead of either, `acceptance_k` the
+    engine's draft length where its file does not state it (see `resolve_acceptance_source`).
+    `speculative=False` leaves the drafter out.
     `gpu_memory_utilization` (default 0.9, vLLM's) and `memory_reserve_bytes` (default 3 GiB; on a CPU 1 and 0) set
     what memory fit and max batch may use: capacity x utilisation - reserve.
     """
@@ -452,7 +485,15 @@ def build_scenario(
                         k_values=np.asarray([0]), extra_draft_pass=bool(extra_draft_pass),
                         gpu_memory_utilization=utilization, memory_reserve_bytes=reserve, quant_kernel=kernel)
     if speculative:
-        acceptance = resolve_acceptance(alpha, alpha_per_position)
+        if acceptance is None:
+            if acceptance_k is not None:
+                raise InputError("acceptance_k (--acceptance-k) is the draft length of an --acceptance file; none given")
+            acceptance = resolve_acceptance(alpha, alpha_per_position)
+        elif alpha is not None or alpha_per_position is not None:
+            raise InputError("give a measured or preset acceptance or alpha / alpha_per_position, not both")
+        else:
+            acceptance, acceptance_warnings = resolve_acceptance_source(acceptance, acceptance_k, acceptance_as_iid)
+            warnings += acceptance_warnings
         chosen = None if k is None else check_k(k)
         if k_values is None:
             top = min(MAX_K, acceptance.max_k) if chosen is None else max(min(MAX_K, acceptance.max_k), chosen)
@@ -468,6 +509,10 @@ def build_scenario(
         spec_drafter, draft_workload, drafter_warnings = resolve_drafter(
             model_spec, hw_spec, workload, draft, drafter, head_layer_fraction, draft_tp)
         warnings += drafter_warnings
+        if acceptance.drafter_kind not in (None, spec_drafter.kind):
+            warnings.append(f"the acceptance was measured with a {acceptance.drafter_kind} drafter but a "
+                            f"{spec_drafter.kind} drafter ({spec_drafter.name}) is priced: pass --drafter "
+                            f"{acceptance.drafter_kind} to price the drafter that was measured")
         scenario = replace(scenario, drafter=spec_drafter, draft_workload=draft_workload, acceptance=acceptance,
                            k_values=ks, k=chosen)
     else:  # the charts price a decode and a verify step over batch x context without a drafter
@@ -516,6 +561,7 @@ def _pricing_warnings(scenario: Scenario) -> list[str]:
 
 __all__ = [
     "Scenario", "Drafter", "Acceptance", "build_scenario", "resolve_dtypes", "resolve_drafter", "resolve_acceptance",
+    "resolve_acceptance_source",
     "check_positive_int", "check_k", "check_alpha", "parse_context", "DEFAULT_DRAFT", "DEFAULT_ALPHA", "MAX_K",
     "MAX_K_LIMIT", "DRAFTER_KINDS", "DEFAULT_HEAD_LAYER_FRACTION", "DEFAULT_GPU_MEMORY_UTILIZATION",
     "DEFAULT_MEMORY_RESERVE_BYTES", "resolve_memory_options", "resolve_quant_kernel",

@@ -189,6 +189,7 @@ class SpeculativeResult:
     best_k: int
     best_speedup: float
     k_table: list[dict] = field(default_factory=list)
+    acceptance_source: str | None = None  # a measured or published acceptance: where it came from
 
     def to_dict(self) -> dict:
         return {
@@ -210,6 +211,7 @@ class SpeculativeResult:
             "best_k": self.best_k,
             "best_speedup": self.best_speedup,
             "speedup_by_k": self.k_table,
+            "acceptance_source": self.acceptance_source,
         }
 
 
@@ -241,7 +243,7 @@ def analyse_speculation(scenario: Scenario) -> SpeculativeResult:
         draft_warm_step_time_s=float(np.asarray(grid.draft_warm_step_time_s).reshape(-1)[0]),
         verify_step_time_s=float(by_k(grid.verify_step_time_s)[chosen]),
         step_time_s=float(steps[chosen]), speedup=float(speedups[chosen]), fits_in_memory=bool(fits[chosen]),
-        best_k=int(ks[best]), best_speedup=float(speedups[best]), k_table=table,
+        best_k=int(ks[best]), best_speedup=float(speedups[best]), k_table=table, acceptance_source=acceptance.source,
     )
 
 
@@ -261,6 +263,8 @@ def render_speculative(result: SpeculativeResult, console) -> None:
         table.add_row(str(row["k"]), f"{row['expected_tokens']:.3f}", format_seconds(row["step_time_s"]),
                       f"{row['speedup']:.3f}x", "yes" if row["fits_in_memory"] else "no", style=style)
     console.print(table)
+    if result.acceptance_source:
+        console.print(f"[bold]Acceptance[/] {escape(result.acceptance_source)}")
     cold_warm = ("" if result.draft_cold_step_time_s == result.draft_warm_step_time_s else
                  f" (first {format_seconds(result.draft_cold_step_time_s)} cold, then "
                  f"{format_seconds(result.draft_warm_step_time_s)} warm)")

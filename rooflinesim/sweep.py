@@ -153,22 +153,31 @@ class SweepResult:
 
     def to_json(self, include_grid: bool = True) -> str:
         if not include_grid:
-            return json.dumps(self.to_dict(include_grid), indent=1, allow_nan=False)
+            return json.dumps(self.to_dict(include_grid), indent=1)
         from .gridio import iter_json  # the same text as json.dumps of to_dict(), without a Python list per column
 
         return b"".join(iter_json(self)).decode("ascii")
 
 
+#: the acceptance rates a sweep prices when neither alpha nor a measured acceptance is given
+SWEEP_DEFAULT_ALPHAS = (0.6, 0.8)
+
+
 def sweep(
     hw="h100", model="llama-3.1-8b", draft=None, batch=(1, 2, 4, 8, 16, 32, 64, 128, 256),
-    ctx=(1024, 4096, 16384, 65536, 131072), alpha=(0.6, 0.8), k=tuple(range(0, 9)), allow_long_context=True,
+    ctx=(1024, 4096, 16384, 65536, 131072), alpha=None, k=tuple(range(0, 9)), allow_long_context=True,
     **options,
 ) -> SweepResult:
     """Price speculation over the full grid batch x ctx x k x alpha in one vectorised evaluation.
 
-    Every other option is `scenario.build_scenario`'s (draft / drafter, dtypes, tp / draft_tp, calibration, ...),
-    with the same defaults; contexts above the model's maximum are modelled with a warning.
+    Every other option is `scenario.build_scenario`'s (draft / drafter, dtypes, tp / draft_tp, calibration,
+    acceptance, ...), with the same defaults; contexts above the model's maximum are modelled with a warning. alpha
+    defaults to 0.6 and 0.8 unless a measured or preset `acceptance` is given.
     """
+    if options.get("acceptance") is not None:  # a grid prices i.i.d. rates (see build_scenario)
+        options.setdefault("acceptance_as_iid", True)
+    elif alpha is None and options.get("alpha_per_position") is None:
+        alpha = SWEEP_DEFAULT_ALPHAS
     scenario = build_scenario(hw, model, batch, ctx, draft=draft, alpha=alpha, k_values=k,
                               allow_long_context=allow_long_context, **options)
     return sweep_scenario(scenario)

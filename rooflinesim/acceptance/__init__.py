@@ -17,6 +17,11 @@ This package answers "how many tokens does one speculative step commit?" from th
    trials, used to check the formulas and to quantify lossy rules such as Medusa's typical acceptance.
    :mod:`.synthetic` makes distributions with a prescribed acceptance for them.
 
+4. Measured and published acceptance (imported on use, not by this ``__init__``: they need scipy.stats and
+   pydantic): :mod:`.measured` (the typed result and its intervals), :mod:`.engines` (vLLM, SGLang and
+   TensorRT-LLM logs and metrics, with :mod:`.prometheus_text`), :mod:`.presets` (the sourced library in
+   ``presets.yaml``) and :mod:`.sources` (``--acceptance FILE_OR_PRESET``).
+
 Modules import in that order (``_checks`` <- ``closed_form``, ``distributions`` <- ``rules`` <- ``simulate``;
 ``synthetic`` needs only ``_checks``); none imports this ``__init__``.  The public API is flat: import every
 name from ``rooflinesim.acceptance``.

@@ -114,10 +114,11 @@ class Block(nn.Module):
         self.mlp_norm = nn.Parameter(torch.ones(spec.hidden_size))
         self.attn = Attention(spec)
         self.mlp = MLP(spec)
+        self.eps = NORM_EPS  # a loaded checkpoint sets its own (config rms_norm_eps)
 
     def forward(self, x, cos, sin, positions, length, mask):
-        h = x + self.attn(rms_norm(x, self.attn_norm), cos, sin, positions, length, mask)
-        return h + self.mlp(rms_norm(h, self.mlp_norm))
+        h = x + self.attn(rms_norm(x, self.attn_norm, self.eps), cos, sin, positions, length, mask)
+        return h + self.mlp(rms_norm(h, self.mlp_norm, self.eps))
 
 
 class Decoder(nn.Module):
@@ -160,7 +161,7 @@ class Decoder(nn.Module):
         x = self.embed(tokens)
         for layer in self.layers:
             x = layer(x, cos, sin, positions, length, mask)
-        return self.lm_head(rms_norm(x, self.norm))
+        return self.lm_head(rms_norm(x, self.norm, self.layers[0].eps if len(self.layers) else NORM_EPS))
 
 
 @torch.no_grad()
