@@ -12,7 +12,7 @@ continuous-batching scheduler:
 - when the blocks run out the most recently admitted running request is preempted by recompute: its blocks are
   freed and it goes back to the front of the queue, to prefill its prompt and its output so far again;
 - the KV capacity is what `Scenario.get_memory_fit` leaves: memory - weights (target, and a deployed draft model's)
-  - the activations of a full-budget step, divided by the KV bytes per token (target + draft).
+  - the activations of the largest decode step, divided by the KV bytes per token (target + draft).
 
 Acceptance is sampled per request and step from the scenario's per-position (conditional) rates, so each request's
 progress, and the latency tails, are random; everything random comes from one seeded numpy Generator.
@@ -56,13 +56,19 @@ class ServeConfig:
 
 
 def get_kv_capacity_blocks(scenario: Scenario, policy: Policy, config: ServeConfig) -> tuple[int, float]:
-    """KV blocks that fit, and the KV bytes per token (target + a deployed draft model), per device."""
+    """KV blocks that fit, and the KV bytes per token (target + a deployed draft model), per device.
+
+    The memory model is predict's (`Scenario.get_memory_fit`): capacity - weights - the activations of the largest
+    decode step (max_num_seqs sequences verifying max_k + 1 tokens, fp32 logits included), as `get_max_batch`
+    reserves them for its batch. A prefill chunk's transient activations are taken to fit in the same reserve
+    (engines compute logits only for the positions they sample, so a chunk's logits are small).
+    """
     deployed = scenario if policy.deployed and scenario.drafter is not None else replace(
         scenario, drafter=None, draft_workload=None)
     one_token = deployed.get_memory_fit(1, 0, 0)  # one sequence of one position: the KV bytes per token
-    full_step = deployed.get_memory_fit(config.max_num_batched_tokens, 0, 0)  # a full-budget step's activations
+    largest_step = deployed.get_memory_fit(config.max_num_seqs, 0, policy.max_k)
     per_token = float(np.asarray(one_token.kv_cache_bytes))
-    free = one_token.capacity_bytes - one_token.weight_bytes - float(np.asarray(full_step.activation_bytes))
+    free = one_token.capacity_bytes - one_token.weight_bytes - float(np.asarray(largest_step.activation_bytes))
     blocks = int(max(free, 0) // (per_token * config.block_size))
     return blocks, per_token
 
