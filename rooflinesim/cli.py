@@ -405,9 +405,13 @@ def _cmd_serve(args) -> int:
                               alpha=args.alpha, alpha_per_position=args.alpha_per_position, k_values=[0],
                               **_deployment_options(args), **_speculation_options(args))
     if args.emit_config:
-        from .serve.engine_configs import emit_engine_config
+        from .serve.engine_configs import emit_engine_config, get_config_header
 
-        print(emit_engine_config(scenario, args.emit_config, config, longest))
+        context = workload.prompt.typical_tokens + workload.output.typical_tokens // 2
+        print(emit_engine_config(scenario, args.emit_config, config, context))
+        if args.emit_config == "vllm":  # JSON carries no comment: its provenance goes to stderr
+            print(get_config_header(scenario, context), file=sys.stderr)
+        _print_warnings(scenario.warnings)
         return 0
     positions = None if scenario.acceptance.per_position is None else len(scenario.acceptance.per_position)
     policies = [p.name for p in parse_policies(args.policy, positions)]

@@ -150,9 +150,17 @@ def test_adaptive_policy_learns_the_acceptance_it_samples():
     assert policy.alpha_estimate == pytest.approx(0.9, abs=0.02)
 
 
+def test_schedule_policies_follow_trtllm_semantics():
+    schedule = parse_policy("schedule:1=4,4=2,8=0")
+    assert [schedule.choose_k(b, 0, None) for b in (1, 3, 4, 7, 8, 100)] == [4, 4, 2, 2, 0, 0]
+    capped = parse_policy("off-above:16:3")
+    assert [capped.choose_k(b, 0, None) for b in (1, 16, 17)] == [3, 3, 0]
+    assert parse_policy("fixed:5").choose_k(10_000, 0, None) == 5
+
+
 # --- invariants over random configurations ------------------------------------------------------------------------
 
-POLICIES = ["off", "fixed:1", "fixed:6", "off-above:4:3", "schedule:2=5,8=2", "dynamic:6", "adaptive:6"]
+POLICIES = ["off", "fixed:1", "fixed:6", "off-above:4:3", "schedule:1=5,3=2,8=0", "dynamic:6", "adaptive:6"]
 
 
 @settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -179,7 +187,7 @@ def test_scheduler_invariants(policy, seqs, budget_extra, rate, seed, alpha):
 
 
 @pytest.mark.parametrize("text", ["fast", "fixed", "fixed:-1", "fixed:x", "off-above:0:2", "schedule:4", "dynamic:99",
-                                  "off:3"])
+                                  "off:3", "schedule:2=4,8=1"])
 def test_bad_policies_are_one_line_input_errors(text):
     with pytest.raises(InputError):
         parse_policy(text)

@@ -5,8 +5,8 @@ number of decoding requests (the batch) and their mean cached context, as servin
 - `fixed:K`: always K drafts.
 - `off-above:B:K`: K drafts while at most B requests decode, none above (vLLM V0's
   `speculative_disable_by_batch_size`, TensorRT-LLM's `max_concurrency`).
-- `schedule:B1=K1,B2=K2,...`: K_i drafts for batches up to B_i, none above the last (TensorRT-LLM's
-  `draft_len_schedule`).
+- `schedule:1=K1,B2=K2,...`: K_i drafts from batch B_i on (TensorRT-LLM's `draft_len_schedule`, whose keys are the
+  batch sizes from which each draft length applies; batch 1 must be given; `B=0` switches speculation off).
 - `dynamic[:KMAX]`: k* = argmax over k <= KMAX of E(k) / step_time(batch, context, k), E from the scenario's
   acceptance (vLLM's dynamic speculative decoding rule, with the step-time table from the model).
 - `adaptive[:KMAX]`: the same argmax with the acceptance re-estimated online from the accept / reject outcomes the
@@ -56,16 +56,22 @@ class OffPolicy(Policy):
 
 @dataclass
 class SchedulePolicy(Policy):
-    """k by batch: `limits[i]` is the largest batch that gets `ks[i]` drafts; above the last limit, none."""
+    """k by batch as TensorRT-LLM schedules it: `ks[i]` drafts from batch `starts[i]` on (starts[0] = 1), and none
+    above `max_concurrency` (when given)."""
 
-    limits: tuple[int, ...] = ()
-    ks: tuple[int, ...] = ()
+    starts: tuple[int, ...] = (1,)
+    ks: tuple[int, ...] = (0,)
+    max_concurrency: int | None = None
 
     def choose_k(self, batch, context_tokens, pricer) -> int:
-        for limit, k in zip(self.limits, self.ks):
-            if batch <= limit:
-                return k
-        return 0
+        if self.max_concurrency is not None and batch > self.max_concurrency:
+            return 0
+        k = 0
+        for start, value in zip(self.starts, self.ks):
+            if batch < start:
+                break
+            k = value
+        return k
 
 
 @dataclass
@@ -138,19 +144,22 @@ def parse_policy(text: str, acceptance_positions: int | None = None) -> Policy:
     if name == "off" and not rest:
         return OffPolicy(text, 0)
     if name == "fixed" and rest:
-        return SchedulePolicy(text, bounded(_parse_k(rest, "fixed:K")), (1 << 62,), (_parse_k(rest, "fixed:K"),))
+        k = bounded(_parse_k(rest, "fixed:K"))
+        return SchedulePolicy(text, k, (1,), (k,))
     if name == "off-above" and rest.count(":") == 1:
         batch, k = rest.split(":")
         k = bounded(_parse_k(k, "off-above:B:K"))
-        return SchedulePolicy(text, k, (check_positive_int(batch, "off-above batch"),), (k,))
+        return SchedulePolicy(text, k, (1,), (k,), check_positive_int(batch, "off-above batch"))
     if name == "schedule" and rest:
         pairs = []
         for item in rest.split(","):
             batch, eq, k = item.partition("=")
             if not eq:
-                raise InputError(f"policy {text!r}: write the schedule as schedule:1=4,16=2,64=1")
+                raise InputError(f"policy {text!r}: write the schedule as schedule:1=4,16=2,64=0")
             pairs.append((check_positive_int(batch.strip(), "schedule batch"), bounded(_parse_k(k.strip(), "k"))))
         pairs.sort()
+        if pairs[0][0] != 1:
+            raise InputError(f"policy {text!r}: a draft_len_schedule starts at batch 1 (e.g. schedule:1=4,16=2)")
         return SchedulePolicy(text, max(k for _, k in pairs), tuple(b for b, _ in pairs), tuple(k for _, k in pairs))
     if name in ("dynamic", "adaptive"):
         k = bounded(_parse_k(rest, f"{name}:KMAX")) if rest else min(DEFAULT_MAX_K, limit)

@@ -68,6 +68,11 @@ class LengthDistribution:
         return dist
 
     @property
+    def typical_tokens(self) -> int:
+        """The median length (fixed: the value; uniform: the middle; lognormal: its median)."""
+        return int(round((self.low + self.high) / 2 if self.kind == "uniform" else self.low))
+
+    @property
     def max_tokens(self) -> int:
         return int(self.high)
 
