@@ -204,3 +204,21 @@ def test_speculation_without_a_drafter_is_refused():
     scenario = build_scenario("h100", "llama-3.1-8b", speculative=False)
     with pytest.raises(InputError, match="no drafter"):
         simulate(scenario, _requests(2, 1.0), "fixed:2")
+
+
+@pytest.mark.parametrize("policy", ["off", "fixed:3", "dynamic:6", "off-above:8:2"])
+@pytest.mark.parametrize("alpha", [0.0, 1.0])
+def test_planned_decode_runs_equal_stepping_one_by_one(policy, alpha):
+    """The fast path (runs of decode steps planned at once) against the per-step path: with acceptance certain (1)
+    or impossible (0) nothing is random, so both must give the same schedule to rounding."""
+    scenario = _scenario(alpha=alpha)
+    requests = _requests(400, 15.0, "uniform:64:1500", "uniform:1:300")
+    planned = parse_policy(policy)
+    stepped = parse_policy(policy)
+    stepped.plannable = False
+    a, b = simulate(scenario, requests, planned), simulate(scenario, requests, stepped)
+    np.testing.assert_allclose(a.finish_s, b.finish_s, rtol=1e-9)
+    np.testing.assert_allclose(a.first_token_s, b.first_token_s, rtol=1e-9)
+    np.testing.assert_allclose(np.sort(a.itl_s), np.sort(b.itl_s), rtol=1e-9, atol=1e-12)
+    assert a.timeline.shape == b.timeline.shape
+    np.testing.assert_allclose(a.timeline, b.timeline, rtol=1e-9)

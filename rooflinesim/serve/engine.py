@@ -28,6 +28,7 @@ import numpy as np
 from ..scenario import Scenario
 from ..specs import InputError
 from .metrics import ServeResult
+from .decode_run import DecodeRun, plan_decode_run
 from .policies import Policy, parse_policy
 from .pricing import StepPricer
 from .workload import Requests
@@ -84,6 +85,28 @@ def _acceptance_rates(scenario: Scenario, max_k: int) -> np.ndarray:
     return np.full(max_k, acceptance.alphas[0])
 
 
+def _apply_decode_run(plan: DecodeRun, dec, now, free_blocks, total_blocks, computed, generated, blocks, last_emit_s,
+                      itl_chunks, trace_rows) -> tuple[float, int]:
+    """Commit a planned run of decode steps to the engine state; returns the new time and free blocks."""
+    ends = now + np.cumsum(plan.step_s)
+    starts = ends - plan.step_s
+    committed = plan.emitted.sum(axis=0)
+    computed[dec] += committed
+    generated[dec] += committed
+    gaps = np.broadcast_to(plan.step_s[:, None], plan.emitted.shape).copy()
+    gaps[0] = ends[0] - last_emit_s[dec]
+    itl_chunks.append(gaps.ravel())
+    last_emit_s[dec] = ends[-1]
+    held = total_blocks - free_blocks
+    grown = plan.block_growth.sum(axis=1)
+    blocks[dec] += plan.block_growth[-1]
+    rows = np.empty((plan.steps, 7))
+    rows[:, 0], rows[:, 1], rows[:, 2], rows[:, 3] = starts, plan.step_s, dec.size, 0.0
+    rows[:, 4], rows[:, 5], rows[:, 6] = held + grown, plan.k, dec.size * (plan.k + 1)
+    trace_rows.extend(rows.tolist())
+    return float(ends[-1]), free_blocks - int(grown[-1])
+
+
 def simulate(scenario: Scenario, requests: Requests, policy: Policy | str, config: ServeConfig = ServeConfig(),
              pricer: StepPricer | None = None) -> ServeResult:
     """Replay `requests` through one serving instance of `scenario` under `policy`; deterministic under the seed."""
@@ -138,6 +161,22 @@ def simulate(scenario: Scenario, requests: Requests, policy: Policy | str, confi
             in_prefill = prefilling[run]
             all_dec, all_pre = run[~in_prefill], run[in_prefill]
             membership_changed = False
+        if all_dec.size and not all_pre.size and not waiting and policy.plannable:  # fast path: a run of decodes
+            plan = plan_decode_run(computed[all_dec], output[all_dec] - generated[all_dec], blocks[all_dec],
+                                   free_blocks, now, float(arrival[next_arrival]) if next_arrival < n else np.inf,
+                                   policy, pricer, rng, rates, bs, budget_total)
+            if plan is not None:
+                now, free_blocks = _apply_decode_run(plan, all_dec, now, free_blocks, total_blocks, computed, generated,
+                                                     blocks, last_emit_s, itl_chunks, trace_rows)
+                finished = all_dec[generated[all_dec] >= output[all_dec]]  # only at the run's last step
+                if finished.size:
+                    finish_s[finished] = now
+                    free_blocks += int(blocks[finished].sum())
+                    blocks[finished] = 0
+                    gone = set(finished.tolist())
+                    running = [r for r in running if r not in gone]
+                    membership_changed = True
+                continue
         dec, pre = all_dec, all_pre
         k, decode_context = 0, 0.0
         if dec.size:
@@ -234,6 +273,7 @@ def simulate(scenario: Scenario, requests: Requests, policy: Policy | str, confi
         # finished requests leave and free their blocks
         candidates = np.concatenate([dec, done]) if done.size else dec
         finished = candidates[generated[candidates] >= output[candidates]]
+        used_blocks = total_blocks - free_blocks  # during the step, before finished requests free theirs
         if finished.size:
             membership_changed = True
             finish_s[finished] = end
@@ -241,8 +281,8 @@ def simulate(scenario: Scenario, requests: Requests, policy: Policy | str, confi
             blocks[finished] = 0
             gone = set(finished.tolist())
             running = [r for r in running if r not in gone]
-        trace_rows.append((now, step_s, len(running) + finished.size, len(waiting), total_blocks - free_blocks,
-                           k, int(dec.size * (k + 1) + chunk.sum())))
+        trace_rows.append((now, step_s, len(running) + finished.size, len(waiting), used_blocks, k,
+                           int(dec.size * (k + 1) + chunk.sum())))
         now = end
 
     itl = np.concatenate(itl_chunks) if itl_chunks else np.zeros(0)

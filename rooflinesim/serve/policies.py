@@ -35,6 +35,10 @@ class Policy:
 
     name: str
     max_k: int
+    #: k is a function of the batch size alone (so a run of decode steps at one batch keeps one k)
+    k_depends_on_batch_only = True
+    #: the policy's decisions can be planned ahead over a run of decode steps (no state learnt from outcomes)
+    plannable = True
 
     @property
     def deployed(self) -> bool:
@@ -78,6 +82,8 @@ class SchedulePolicy(Policy):
 class DynamicPolicy(Policy):
     """argmax_k E(k) / step_time(batch, context, k) with E from the scenario's acceptance (cached per bucket)."""
 
+    k_depends_on_batch_only = False
+
     _cache: dict = field(default_factory=dict, repr=False)
 
     def get_expected_tokens(self, pricer) -> np.ndarray:
@@ -94,6 +100,8 @@ class DynamicPolicy(Policy):
 @dataclass
 class AdaptivePolicy(DynamicPolicy):
     """DynamicPolicy with E(k) from an online estimate of the i.i.d. acceptance rate."""
+
+    plannable = False
 
     accepted: float = ADAPTIVE_PRIOR_ALPHA * ADAPTIVE_PRIOR_POSITIONS
     attempted: float = ADAPTIVE_PRIOR_POSITIONS

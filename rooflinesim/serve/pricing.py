@@ -152,6 +152,15 @@ class StepPricer:
         i1 = min(i + 1, t.shape[0] - 1)
         return (1 - wi) * ((1 - wj) * t[i, j] + wj * t[i, j1]) + wi * ((1 - wj) * t[i1, j] + wj * t[i1, j1])
 
+    def get_decode_row(self, batch: int, k: int) -> np.ndarray:
+        """Step times over the context grid for one batch (interpolated in batch) and one k."""
+        t = self.decode_step_s
+        i = self._batch_index.get(batch)
+        if i is not None:
+            return t[i, :, k]
+        i, wi = _bracket(self._batch_list, batch)
+        return (1 - wi) * t[i, :, k] + wi * t[min(i + 1, t.shape[0] - 1), :, k]
+
     def get_step_time_s(self, n_decode: int, decode_context: float, k: int, chunk_contexts, chunk_tokens,
                         n_finishing: int, draft_prefills: bool) -> float:
         """One serving step: `n_decode` sequences at mean cached context `decode_context` verifying k + 1 tokens
