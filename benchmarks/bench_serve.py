@@ -36,19 +36,22 @@ def main(requests: int = 10_000, repeats: int = 3) -> None:
 
     scenario = build_scenario("h100", "llama-3.1-70b", tp=4, draft="llama-3.1-8b", alpha=0.8, k_values=[0])
     prompt, output = LengthDistribution.parse("1024", "prompt"), LengthDistribution.parse("128", "output")
-    print(f"machine: {get_cpu_model()}, {os.cpu_count()} cores, Python {platform.python_version()}")
+    load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
+    print(f"machine: {get_cpu_model()}, {os.cpu_count()} cores, Python {platform.python_version()}, load average "
+          f"{load:.1f} (wall times on a shared machine vary; CPU time is the steadier figure)")
     for rate, policy in ((2.0, "fixed:4"), (8.0, "dynamic"), (8.0, "fixed:4"), (32.0, "dynamic")):
         reqs = generate_requests(requests, rate, prompt, output, seed=0)
-        times = []
+        times, cpu_times = [], []
         for _ in range(repeats):
-            start = time.perf_counter()
+            start, cpu_start = time.perf_counter(), time.process_time()
             result = simulate(scenario, reqs, policy)
             times.append(time.perf_counter() - start)
+            cpu_times.append(time.process_time() - cpu_start)
         summary = result.get_summary()
-        median = float(np.median(times))
-        print(f"{requests:,} requests at {rate:g} req/s, policy {policy}: median of {repeats} {median:.2f} s "
-              f"({summary['steps']:,} steps, {summary['steps'] / median:,.0f} steps/s; mean batch "
-              f"{summary['mean_batch']:.0f}, mean k {summary['mean_k']:.2f})")
+        median, cpu = float(np.median(times)), float(np.median(cpu_times))
+        print(f"{requests:,} requests at {rate:g} req/s, policy {policy}: median of {repeats} {median:.2f} s wall, "
+              f"{cpu:.2f} s CPU ({summary['steps']:,} engine steps, {summary['steps'] / cpu:,.0f} steps per CPU s; "
+              f"mean batch {summary['mean_batch']:.0f}, mean k {summary['mean_k']:.2f})")
     from test_serve_pricing import get_bucketing_errors
 
     decode, chunk = get_bucketing_errors(scenario, n_points=2000)
