@@ -109,6 +109,9 @@ def build_parser() -> argparse.ArgumentParser:
                                              "0..10); breakdown: price a verify step of k + 1 tokens (default: decode)")
     p.add_argument("--per-op", action="store_true", help="roofline: add the ops of one decode step")
     p.add_argument("--report", help="validation report JSON written by 'rooflinesim validate' (validation)")
+    p.add_argument("--rate", default=None, help="serve: request rates, 1..32 or 1,2,4 (default 1..32)")
+    p.add_argument("--policy", default=None, help="serve: speculation policies (default off,fixed:4,dynamic)")
+    p.add_argument("--requests", type=int, default=500, help="serve: requests per run (default 500)")
     p.set_defaults(handler=_cmd_plot)
 
     p = sub.add_parser("list", help="list shipped hardware or models")
@@ -450,6 +453,7 @@ PLOT_KINDS = {
     "k": "speedup vs draft length for several alphas, with Leviathan's closed form",
     "breakdown": "step time vs context split into weight, KV, activation traffic, compute, overhead",
     "validation": "predicted vs measured from a --report",
+    "serve": "latency-throughput curve per speculation policy under load (--rate, --policy)",
 }
 PLOT_SUFFIXES = (".png", ".svg")
 
@@ -470,7 +474,18 @@ def _cmd_plot(args) -> int:
     alphas = parse_float_list(args.alpha, "acceptance rate") if args.alpha else None
     from . import plots  # matplotlib only from here on
 
-    if args.kind == "validation":
+    if args.kind == "serve":
+        from .serve import LengthDistribution, parse_policies
+        from .serve.rates import WorkloadSpec, parse_rates
+
+        scenario = plots.get_scenario(args.hw, args.model, draft=args.draft, drafter=args.drafter,
+                                      alpha=alphas[0] if alphas else None, **_deployment_options(args))
+        workload = WorkloadSpec(LengthDistribution.parse("1024", "prompt"), LengthDistribution.parse("128", "output"),
+                                requests=args.requests)
+        fig = plots.plot_serve(scenario, rates=parse_rates(args.rate or "1..32"),
+                               policies=[p.name for p in parse_policies(args.policy or "off,fixed:4,dynamic")],
+                               workload=workload)
+    elif args.kind == "validation":
         if not args.report:
             raise InputError("plot validation needs --report FILE (a JSON written by 'rooflinesim validate')")
         fig = plots.plot_validation(args.report)
