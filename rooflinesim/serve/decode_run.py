@@ -43,10 +43,11 @@ def plan_decode_run(computed, remaining, blocks, free_blocks: int, now: float, n
     def choose(context: float) -> int:
         return int(min(policy.choose_k(batch, context, pricer), max_k))
 
-    k = choose(float(computed.sum()) / batch)
+    start_context = float(computed.sum()) / batch
+    k = choose(start_context)
     row = pricer.get_decode_row(batch, k)
     # steps only get longer as contexts grow, so no more than this many start before the next arrival
-    first_step_s = float(np.interp(float(computed.sum()) / batch, pricer.context_grid, row))
+    first_step_s = float(pricer.get_decode_step_s(batch, start_context)[k])
     if math.isfinite(next_arrival_s):
         horizon = min(horizon, int((next_arrival_s - now) / first_step_s) + 2)
     if horizon < MIN_RUN_STEPS:

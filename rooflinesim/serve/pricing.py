@@ -139,6 +139,7 @@ class StepPricer:
                       if drafter is not None and drafter.kind == "model" and max_k > 0 else None)
         self._batch_list, self._context_list = self.batch_grid.tolist(), self.context_grid.tolist()
         self._batch_index = {b: i for i, b in enumerate(self._batch_list)}
+        self._rows: dict = {}
 
     def get_decode_step_s(self, batch: int, context_tokens: float) -> np.ndarray:
         """Speculative step time over k = 0..max_k for a decode group (interpolated in batch and context)."""
@@ -153,13 +154,18 @@ class StepPricer:
         return (1 - wi) * ((1 - wj) * t[i, j] + wj * t[i, j1]) + wi * ((1 - wj) * t[i1, j] + wj * t[i1, j1])
 
     def get_decode_row(self, batch: int, k: int) -> np.ndarray:
-        """Step times over the context grid for one batch (interpolated in batch) and one k."""
-        t = self.decode_step_s
-        i = self._batch_index.get(batch)
-        if i is not None:
-            return t[i, :, k]
-        i, wi = _bracket(self._batch_list, batch)
-        return (1 - wi) * t[i, :, k] + wi * t[min(i + 1, t.shape[0] - 1), :, k]
+        """Step times over the context grid for one batch (interpolated in batch) and one k (cached)."""
+        row = self._rows.get((batch, k))
+        if row is None:
+            t = self.decode_step_s
+            i = self._batch_index.get(batch)
+            if i is not None:
+                row = t[i, :, k].copy()
+            else:
+                i, wi = _bracket(self._batch_list, batch)
+                row = (1 - wi) * t[i, :, k] + wi * t[min(i + 1, t.shape[0] - 1), :, k]
+            self._rows[(batch, k)] = row
+        return row
 
     def get_step_time_s(self, n_decode: int, decode_context: float, k: int, chunk_contexts, chunk_tokens,
                         n_finishing: int, draft_prefills: bool) -> float:
