@@ -398,10 +398,12 @@ def _cmd_serve(args) -> int:
 
     if args.output:
         check_output_path(args.output, "request log (-o)")
+    if args.workers is not None:
+        check_positive_int(args.workers, "--workers", 4096)
     workload = WorkloadSpec(LengthDistribution.parse(args.prompt_tokens, "--prompt-tokens"),
                             LengthDistribution.parse(args.output_tokens, "--output-tokens"),
-                            check_positive_int(args.requests, "--requests"), args.arrivals, args.cv, args.seed,
-                            args.trace)
+                            check_positive_int(args.requests, "--requests", 10_000_000), args.arrivals, args.cv,
+                            args.seed, args.trace)
     config = ServeConfig(args.max_num_seqs, args.max_num_batched_tokens, args.block_size, args.seed).check()
     longest = workload.prompt.max_tokens + workload.output.max_tokens
     scenario = build_scenario(args.hw, args.model, 1, longest, allow_long_context=args.allow_long_context,

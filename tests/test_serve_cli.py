@@ -76,7 +76,8 @@ def test_a_trace_is_replayed_and_scaled(capsys, tmp_path):
     (["--max-num-seqs", "0"], "max_num_seqs"), (["--max-num-batched-tokens", "8", "--max-num-seqs", "16"],
                                                 "at least max_num_seqs"),
     (["--alpha", "1.5"], "alpha"), (["--slo-tpot", "-1"], "--slo-tpot"), (["--trace", "missing.jsonl"], "trace"),
-    (["--dask", "tcp://127.0.0.1:1"], "dask"),
+    (["--dask", "tcp://127.0.0.1:1"], "dask"), (["--seed", "-1"], "seed"), (["--workers", "-1"], "--workers"),
+    (["--requests", "0"], "--requests"), (["--cv", "-1", "--arrivals", "gamma"], "CV"),
 ])
 def test_bad_input_is_one_line_and_exit_2(capsys, tmp_path, monkeypatch, args, message):
     monkeypatch.chdir(tmp_path)

@@ -5,8 +5,9 @@ that only decodes evolves with no decision to take: every step each request veri
 accepted drafts + 1. `plan_decode_run` samples the acceptance of up to MAX_RUN_STEPS such steps in one numpy draw,
 prices them by one vectorised interpolation (the same table and the same linear interpolation as the per-step path),
 and returns the steps up to the first event: through the first step at which a request finishes (the engine then
-retires it), before an arrival, a change of k or a shortage of KV blocks (the per-step path takes that step). The result equals stepping one by one up to the random stream: the run draws its acceptance in one
-block instead of step by step (still deterministic under the seed).
+retires it), before an arrival, a change of k or a shortage of KV blocks (the per-step path takes that step). The
+result equals stepping one by one up to the random stream: the run draws its acceptance in one block instead of step
+by step (still deterministic under the seed).
 """
 
 from __future__ import annotations

@@ -50,6 +50,8 @@ class ServeConfig:
             value = getattr(self, name)
             if not isinstance(value, (int, np.integer)) or value < 1:
                 raise InputError(f"{name} must be a positive integer, got {value!r}")
+        if isinstance(self.seed, bool) or not isinstance(self.seed, (int, np.integer)) or self.seed < 0:
+            raise InputError(f"seed must be a non-negative integer, got {self.seed!r}")
         if self.max_num_batched_tokens < self.max_num_seqs:
             raise InputError(f"max_num_batched_tokens ({self.max_num_batched_tokens}) must be at least max_num_seqs "
                              f"({self.max_num_seqs}): every running request needs a token per step")
