@@ -9,6 +9,7 @@ from __future__ import annotations
 import math
 import re
 
+NANO, MICRO, MILLI = 1e-9, 1e-6, 1e-3
 KILO, MEGA, GIGA, TERA, PETA = 1e3, 1e6, 1e9, 1e12, 1e15
 KIB, MIB, GIB = 2**10, 2**20, 2**30
 

@@ -10,6 +10,7 @@ import numpy as np
 from ..scenario import Scenario
 from ..serve import LengthDistribution, ServeConfig
 from ..serve.rates import WorkloadSpec, get_crossovers, run_rate_sweep
+from ..units import MILLI
 from .common import COLORS, _new_figure, _tp_label, get_scenario
 
 
@@ -43,7 +44,7 @@ def plot_serve(hw="h100", model="llama-3.1-70b", draft="llama-3.1-8b", rates: Se
         rate = np.asarray([r["rate_per_s"] for r in rows], dtype=float)
         throughput = np.asarray([r["output_tokens_per_s"] for r in rows])
         latency = np.asarray([r["latency_s"]["p50"] for r in rows])
-        tpot_ms = np.asarray([r["tpot_s"]["p50"] for r in rows]) * 1e3
+        tpot_ms = np.asarray([r["tpot_s"]["p50"] for r in rows]) / MILLI
         curve.plot(throughput, latency, "o-", color=colors[policy], label=policy)
         for x, y, r in zip(throughput, latency, rate):
             curve.annotate(f"{r:g}/s", (x, y), textcoords="offset points", xytext=(4, 4), fontsize=7,

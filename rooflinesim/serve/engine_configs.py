@@ -29,6 +29,7 @@ import numpy as np
 from ..scenario import Scenario
 from ..speculative import get_expected_tokens, price_speculation
 from ..specs import InputError
+from ..units import MILLI
 
 ENGINES = ("vllm", "trtllm", "sglang")
 #: batch sizes vLLM's generate_config.py profiles; the engine's max batch is added
@@ -61,7 +62,7 @@ def get_k_by_batch(scenario: Scenario, max_batch: int, context_tokens: int, max_
 def _vllm(table: dict, scenario: Scenario, max_batch: int) -> dict:
     batches = sorted({b for b in VLLM_PROFILE_BATCHES if b <= max_batch} | {max_batch})
     k = table["k"]
-    stats = {int(b): {int(kk): round(float(table["step_time_s"][b - 1, kk]) * 1e3, 4) for kk in k} for b in batches}
+    stats = {int(b): {int(kk): round(float(table["step_time_s"][b - 1, kk]) / MILLI, 4) for kk in k} for b in batches}
     unconditional = np.cumprod(table["conditional"])
     return {"speculative_config": {
         "method": "draft_model", "model": scenario.drafter.name, "num_speculative_tokens": int(k[-1]),

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+from ..units import MILLI
+
 
 def _ms(value) -> str:
-    return "-" if value is None else f"{value * 1e3:,.1f}"
+    return "-" if value is None else f"{value / MILLI:,.1f}"
 
 
 def _s(value) -> str:
