@@ -5,7 +5,8 @@ TTFT = first token - arrival; TPOT = (finish - first token) / (output tokens - 1
 output token; ITL = the gaps between a request's successive emissions (with speculation several tokens arrive at
 once: one gap per step, as a streaming client sees them); end-to-end latency = finish - arrival. Output throughput =
 output tokens / the time from the first arrival to the last finish. Goodput = completed requests per second that met
-every SLO given (TTFT and / or TPOT), as in DistServe.
+every SLO given (TTFT and / or TPOT) (DistServe instead reports the highest rate at which a target share of requests
+meets them; a rate sweep with --slo-* gives the curve to read it from).
 """
 
 from __future__ import annotations
