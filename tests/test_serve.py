@@ -113,8 +113,9 @@ def test_deterministic_under_a_seed_and_different_under_another():
 
 
 def test_kv_pressure_preempts_by_recompute_and_every_request_still_finishes():
-    scenario = build_scenario("l4", "llama-3.1-8b", draft="llama-3.2-1b", alpha=0.8, k_values=[0])
-    result = simulate(scenario, _requests(300, 50.0, "uniform:512:2048", "uniform:256:1024"), "fixed:4")
+    # an 8B target + 1B draft on a 48 GB L40S: ~10k KV blocks for requests of 1.5k-6k tokens arriving at 50/s
+    scenario = build_scenario("l40s", "llama-3.1-8b", draft="llama-3.2-1b", alpha=0.8, k_values=[0])
+    result = simulate(scenario, _requests(300, 50.0, "uniform:1024:4096", "uniform:512:2048"), "fixed:4")
     summary = result.get_summary()
     assert summary["preemptions"] > 0
     assert np.isfinite(result.finish_s).all()
