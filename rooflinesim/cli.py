@@ -115,6 +115,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--json", action="store_true", help="print break-even and schedules as JSON on stdout")
     p.set_defaults(handler=_cmd_sweep)
 
+    p = sub.add_parser("serve", help="serving under load: a request-level simulation with speculation policies")
+    _add_serve_arguments(p)
+    p.set_defaults(handler=_cmd_serve)
+
     p = sub.add_parser("plot", help="draw a chart: roofline, speedup map, speedup vs k, step breakdown, validation")
     p.add_argument("kind", choices=list(PLOT_KINDS), help="; ".join(f"{k}: {v}" for k, v in PLOT_KINDS.items()))
     p.add_argument("-o", "--output", required=True, help="image file to write: .png or .svg")
@@ -136,6 +140,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--per-op", action="store_true", help="roofline: add the ops of one decode step")
     p.add_argument("--report", help="validation report JSON written by 'rooflinesim validate' (validation)")
     p.add_argument("--allow-long-context", action="store_true", help="model a context above the model's max (warns)")
+    p.add_argument("--rate", default=None, help="serve: request rates, 1..32 or 1,2,4 (default 1..32)")
+    p.add_argument("--policy", default=None, help="serve: speculation policies (default off,fixed:4,dynamic)")
+    p.add_argument("--requests", type=int, default=500, help="serve: requests per run (default 500)")
     p.set_defaults(handler=_cmd_plot)
 
     p = sub.add_parser("list", help="list shipped hardware, models or acceptance presets")
@@ -403,12 +410,108 @@ def _cmd_sweep(args) -> int:
     return 0
 
 
+def _add_serve_arguments(p: argparse.ArgumentParser) -> None:
+    _add_workload_arguments(p)
+    _add_speculation_arguments(p)
+    p.set_defaults(hw="h100")
+    p.add_argument("--alpha-per-position", default=None, help="conditional acceptance per draft position (not --alpha)")
+    p.add_argument("--rate", default=None, help="requests per second: 4, 1,2,4 or 1..32 (doublings); a trace "
+                                                "alone replays its own rate")
+    p.add_argument("--policy", default="off,dynamic", help="off, fixed:K, off-above:B:K, schedule:1=4,16=2, "
+                                                           "dynamic[:KMAX], adaptive[:KMAX]; comma-separated")
+    p.add_argument("--requests", type=int, default=1000, help="requests per run (default 1000)")
+    p.add_argument("--prompt-tokens", default="1024", help="prompt lengths: 1024, uniform:LO:HI, "
+                                                           "lognormal:MEDIAN:SIGMA[:MAX] (default 1024)")
+    p.add_argument("--output-tokens", default="128", help="output lengths, same forms (default 128)")
+    p.add_argument("--arrivals", default="poisson", choices=["poisson", "gamma"])
+    p.add_argument("--cv", type=float, default=1.0, help="coefficient of variation of gamma inter-arrival gaps")
+    p.add_argument("--trace", default=None, help="JSONL trace: arrival_s, prompt_tokens, output_tokens per line")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--max-num-seqs", type=int, default=256, help="running requests at most (vLLM; default 256)")
+    p.add_argument("--max-num-batched-tokens", type=int, default=8192, help="token budget per step (default 8192)")
+    p.add_argument("--block-size", type=int, default=16, help="KV-cache block in tokens (default 16)")
+    p.add_argument("--slo-ttft", type=float, default=None, help="time-to-first-token SLO in seconds (goodput)")
+    p.add_argument("--slo-tpot", type=float, default=None, help="time-per-output-token SLO in seconds (goodput)")
+    p.add_argument("--json", action="store_true", help="print the runs and crossovers as JSON")
+    p.add_argument("-o", "--output", default=None, help="per-request JSONL log (one rate and one policy)")
+    p.add_argument("--dask", default=None, metavar="ADDRESS", help="run the sweep on this dask.distributed scheduler")
+    p.add_argument("--workers", type=int, default=None, help="processes for the sweep (default: one per core)")
+    p.add_argument("--emit-config", default=None, choices=["vllm", "trtllm", "sglang"],
+                   help="print an engine speculation config filled from the model instead of simulating")
+
+
+def _cmd_serve(args) -> int:
+    import json
+
+    from rich.console import Console
+
+    from .fileio import check_output_path, write_text_atomic
+    from .scenario import build_scenario, check_positive_int
+    from .serve import ServeConfig, parse_policies, simulate
+    from .serve.rates import WorkloadSpec, get_crossovers, parse_rates, run_rate_sweep
+    from .serve.render import render_rate_sweep
+    from .serve.workload import LengthDistribution
+
+    if args.output:
+        check_output_path(args.output, "request log (-o)")
+    if args.workers is not None:
+        check_positive_int(args.workers, "--workers", 4096)
+    workload = WorkloadSpec(LengthDistribution.parse(args.prompt_tokens, "--prompt-tokens"),
+                            LengthDistribution.parse(args.output_tokens, "--output-tokens"),
+                            check_positive_int(args.requests, "--requests", 10_000_000), args.arrivals, args.cv,
+                            args.seed, args.trace)
+    config = ServeConfig(args.max_num_seqs, args.max_num_batched_tokens, args.block_size, args.seed).check()
+    longest = workload.prompt.max_tokens + workload.output.max_tokens
+    scenario = build_scenario(args.hw, args.model, 1, longest, allow_long_context=args.allow_long_context,
+                              alpha=args.alpha, alpha_per_position=args.alpha_per_position, k_values=[0],
+                              **_deployment_options(args), **_speculation_options(args))
+    if args.emit_config:
+        from .serve.engine_configs import emit_engine_config, get_config_header
+
+        context = workload.prompt.typical_tokens + workload.output.typical_tokens // 2
+        print(emit_engine_config(scenario, args.emit_config, config, context))
+        if args.emit_config == "vllm":  # JSON carries no comment: its provenance goes to stderr
+            print(get_config_header(scenario, context), file=sys.stderr)
+        _print_warnings(scenario.warnings)
+        return 0
+    positions = None if scenario.acceptance.per_position is None else len(scenario.acceptance.per_position)
+    policies = [p.name for p in parse_policies(args.policy, positions)]
+    rates = parse_rates(args.rate) if args.rate else [None]
+    if rates == [None] and args.trace is None:
+        rates = [4.0]
+    for value, what in ((args.slo_ttft, "--slo-ttft"), (args.slo_tpot, "--slo-tpot")):
+        if value is not None and not value > 0:
+            raise InputError(f"{what} must be a positive number of seconds, got {value}")
+    if args.output:
+        if len(rates) != 1 or len(policies) != 1:
+            raise InputError("-o writes one run's per-request log: give one --rate and one --policy")
+        result = simulate(scenario, workload.get_requests(rates[0]), policies[0], config)
+        write_text_atomic(args.output, result.get_request_log_jsonl())
+        rows = [{"rate_per_s": rates[0], **result.get_summary(args.slo_ttft, args.slo_tpot)}]
+    else:
+        rows = run_rate_sweep(scenario, workload, rates, policies, config, args.slo_ttft, args.slo_tpot,
+                              args.dask, args.workers)
+    crossovers = get_crossovers(rows)
+    if args.json:
+        print(json.dumps({"runs": rows, "crossovers": crossovers}, indent=1))
+        _print_warnings(scenario.warnings)
+        return 0
+    console = Console(width=160)
+    render_rate_sweep(rows, crossovers, console, f"{rows[0]['model']} on {rows[0]['hardware']}"
+                      f" (tp {scenario.workload.tensor_parallel}), draft {scenario.drafter.name}")
+    if args.output:
+        console.print(f"per-request log written to {args.output}")
+    _print_warnings(scenario.warnings, console)
+    return 0
+
+
 PLOT_KINDS = {
     "roofline": "ceilings of --hw with prefill, decode and verify steps of --model",
     "speedup": "best speculative speedup over batch x context",
     "k": "speedup vs draft length for several alphas, with Leviathan's closed form",
     "breakdown": "step time vs context split into weight, KV, activation traffic, compute, overhead",
     "validation": "predicted vs measured from a --report",
+    "serve": "latency-throughput curve per speculation policy under load (--rate, --policy)",
 }
 PLOT_SUFFIXES = (".png", ".svg")
 
@@ -435,7 +538,18 @@ def _cmd_plot(args) -> int:
         speculation.update(acceptance=args.acceptance, acceptance_k=args.acceptance_k, acceptance_as_iid=True)
     from . import plots  # matplotlib only from here on
 
-    if args.kind == "validation":
+    if args.kind == "serve":
+        from .serve import LengthDistribution, parse_policies
+        from .serve.rates import WorkloadSpec, parse_rates
+
+        scenario = plots.get_scenario(args.hw, args.model, draft=args.draft, drafter=args.drafter,
+                                      alpha=alphas[0] if alphas else None, **_deployment_options(args))
+        workload = WorkloadSpec(LengthDistribution.parse("1024", "prompt"), LengthDistribution.parse("128", "output"),
+                                requests=args.requests)
+        fig = plots.plot_serve(scenario, rates=parse_rates(args.rate or "1..32"),
+                               policies=[p.name for p in parse_policies(args.policy or "off,fixed:4,dynamic")],
+                               workload=workload)
+    elif args.kind == "validation":
         if not args.report:
             raise InputError("plot validation needs --report FILE (a JSON written by 'rooflinesim validate')")
         fig = plots.plot_validation(args.report)

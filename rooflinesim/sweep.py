@@ -3,7 +3,7 @@
 One numpy evaluation prices the whole grid (no Python loop over grid points): the step model runs once over
 (batch, context, k) and acceptance broadcasts on top. From it: best k, the break-even batch per context, and
 engine-ready schedules (a vLLM-style disable-by-batch-size threshold with a number of speculative tokens, and a
-TensorRT-LLM-style draft_len_schedule {max_batch: k}) per context bucket.
+TensorRT-LLM draft_len_schedule {from_batch: k} with a max_concurrency cut-off) per context bucket.
 """
 
 from __future__ import annotations
@@ -97,7 +97,11 @@ class SweepResult:
 
         vllm: disable speculation when the batch reaches `speculative_disable_by_batch_size` (the break-even batch),
         with `num_speculative_tokens` = the single k that maximises the mean speedup over the batches below it.
-        trtllm: `draft_len_schedule` {max_batch: k}, the best k for batches up to each key (0 = off), merged runs.
+        trtllm: `draft_len_schedule` {batch: k}, each key the batch size *from which* its k applies (TensorRT-LLM's
+        semantics, tensorrt_llm/llmapi/llm_args.py; the same reading as `serve`'s schedule policy), merged runs, and
+        `max_concurrency` = the last batch before the break-even (speculation off above it).
+        vLLM V0's `speculative_disable_by_batch_size` is kept for V0 deployments; V1 ignores it (use `rooflinesim
+        serve --emit-config vllm` for V1's dynamic speculative decoding config).
         """
         schedules = []
         be, best_k = self.break_even_batch, self.best_k
@@ -115,13 +119,15 @@ class SweepResult:
                 best = np.where(self.fits_in_memory[:, j, :].any(axis=1), best_k[:, j, a], 0)
                 schedule: dict[int, int] = {}
                 for i, b in enumerate(self.batch):
-                    if i + 1 == len(self.batch) or best[i + 1] != best[i]:
+                    if i == 0 or best[i] != best[i - 1]:
                         schedule[int(b)] = int(best[i])
                 schedules.append({
                     "context_tokens": int(ctx), "alpha": float(alpha),
                     "vllm": {"speculative_disable_by_batch_size": int(be[j, a]) if be[j, a] > 0 else None,
                              "num_speculative_tokens": num_tokens},
-                    "trtllm": {"draft_len_schedule": schedule},
+                    "trtllm": {"draft_len_schedule": schedule,
+                               "max_concurrency": int(self.batch[self.batch < be[j, a]].max())
+                               if be[j, a] > self.batch[0] else (None if be[j, a] < 0 else 0)},
                 })
         return schedules
 

@@ -21,7 +21,8 @@ ROOT = Path(__file__).resolve().parent.parent
 NOTEBOOK_DIR = ROOT / "notebooks"
 NOTEBOOKS = sorted(NOTEBOOK_DIR.glob("*.ipynb"))
 CELL_TIMEOUT_S = 120
-EXPECTED = {"01_roofline_basics", "02_when_speculation_stops_paying", "03_acceptance_monte_carlo", "04_calibration"}
+EXPECTED = {"01_roofline_basics", "02_when_speculation_stops_paying", "03_acceptance_monte_carlo", "04_calibration",
+            "05_speculation_under_load"}
 
 
 @pytest.fixture(scope="module")
@@ -49,7 +50,7 @@ def python3_kernel(tmp_path_factory):
         os.environ["JUPYTER_PATH"] = old
 
 
-def test_the_four_notebooks_exist():
+def test_the_notebooks_exist():
     assert {p.stem for p in NOTEBOOKS} == EXPECTED
 
 

@@ -122,8 +122,9 @@ def test_speculation_stops_paying_on_a_compute_bound_cpu():
     sched = result.get_engine_schedules()[0]
     assert sched["vllm"]["speculative_disable_by_batch_size"] == be
     assert sched["vllm"]["num_speculative_tokens"] >= 1
-    schedule = sched["trtllm"]["draft_len_schedule"]
-    assert list(schedule.values())[-1] == 0 and max(schedule) == 128
+    schedule = sched["trtllm"]["draft_len_schedule"]  # keys: the batch from which each k applies (TensorRT-LLM)
+    assert schedule[1] >= 1 and list(schedule.values())[-1] == 0 and max(schedule) == be
+    assert sched["trtllm"]["max_concurrency"] == int(result.batch[result.batch < be].max())
 
 
 def test_break_even_and_schedules_on_a_synthetic_grid():
@@ -139,7 +140,7 @@ def test_break_even_and_schedules_on_a_synthetic_grid():
     assert int(r.break_even_batch[0, 0]) == 4
     s = r.get_engine_schedules()[0]
     assert s["vllm"] == {"speculative_disable_by_batch_size": 4, "num_speculative_tokens": 2}
-    assert s["trtllm"]["draft_len_schedule"] == {1: 2, 2: 1, 8: 0}
+    assert s["trtllm"] == {"draft_len_schedule": {1: 2, 2: 1, 4: 0}, "max_concurrency": 2}
 
 
 def test_sweep_point_equals_predict():

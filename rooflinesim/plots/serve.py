@@ -1,0 +1,75 @@
+"""Speculation under load: the latency-throughput curve of each speculation policy and where speculation stops
+paying, from `rooflinesim serve` runs."""
+
+from __future__ import annotations
+
+from typing import Sequence
+
+import numpy as np
+
+from ..scenario import Scenario
+from ..serve import LengthDistribution, ServeConfig
+from ..serve.rates import WorkloadSpec, get_crossovers, run_rate_sweep
+from ..units import MILLI
+from .common import COLORS, _new_figure, _tp_label, get_scenario
+
+
+def get_serve_data(scenario: Scenario, rates: Sequence[float], policies: Sequence[str],
+                   workload: WorkloadSpec | None = None, config: ServeConfig | None = None,
+                   max_workers: int | None = None) -> dict:
+    """The runs (one summary per policy and rate, policy-major) and the crossovers against `off`."""
+    workload = workload or WorkloadSpec(LengthDistribution.parse("1024", "prompt"),
+                                        LengthDistribution.parse("128", "output"))
+    rows = run_rate_sweep(scenario, workload, sorted(rates), list(policies), config or ServeConfig(),
+                          max_workers=max_workers)
+    return {"runs": rows, "crossovers": get_crossovers(rows)}
+
+
+def plot_serve(hw="h100", model="llama-3.1-70b", draft="llama-3.1-8b", rates: Sequence[float] = (1, 2, 4, 8, 16, 32),
+               policies: Sequence[str] = ("off", "fixed:4", "dynamic"), workload: WorkloadSpec | None = None,
+               config: ServeConfig | None = None, data: dict | None = None, max_workers: int | None = None,
+               **options):
+    """Two panels: p50 end-to-end latency against output throughput (each policy's latency-throughput curve, one
+    point per request rate), and p50 TPOT against the request rate with the rate from which each speculative policy
+    stops paying for latency (dashed). `hw` is a Scenario or a hardware name; other options are `build_scenario`'s;
+    `data` (from `get_serve_data`) skips the simulation."""
+    scenario = get_scenario(hw, model, draft=draft, **options) if not isinstance(hw, Scenario) else hw
+    data = data or get_serve_data(scenario, rates, policies, workload, config, max_workers)
+    fig, (curve, tpot) = _new_figure((12.5, 5.0), ncols=2)
+    by_policy: dict[str, list[dict]] = {}
+    for row in data["runs"]:
+        by_policy.setdefault(row["policy"], []).append(row)
+    colors = {policy: COLORS[i % len(COLORS)] for i, policy in enumerate(by_policy)}
+    for policy, rows in by_policy.items():
+        rate = np.asarray([r["rate_per_s"] for r in rows], dtype=float)
+        throughput = np.asarray([r["output_tokens_per_s"] for r in rows])
+        latency = np.asarray([r["latency_s"]["p50"] for r in rows])
+        tpot_ms = np.asarray([r["tpot_s"]["p50"] for r in rows]) / MILLI
+        curve.plot(throughput, latency, "o-", color=colors[policy], label=policy)
+        for x, y, r in zip(throughput, latency, rate):
+            curve.annotate(f"{r:g}/s", (x, y), textcoords="offset points", xytext=(4, 4), fontsize=7,
+                           color=colors[policy])
+        tpot.plot(rate, tpot_ms, "o-", color=colors[policy], label=policy)
+    for crossover in data["crossovers"]:
+        at = crossover["latency"]
+        if at is not None:
+            tpot.axvline(at["rate_per_s"], color=colors[crossover["policy"]], linestyle="--", linewidth=1,
+                         label=f"{crossover['policy']} stops paying (batch {at['mean_batch']:.0f})")
+    curve.set(xlabel="output throughput (tokens/s)", ylabel="end-to-end latency p50 (s)", yscale="log",
+              title="latency vs throughput (one point per request rate)")
+    tpot.set(xlabel="request rate (requests/s)", ylabel="TPOT p50 (ms)", xscale="log", yscale="log",
+             title="time per output token")
+    from matplotlib.ticker import ScalarFormatter
+
+    for ax in (curve, tpot):
+        for axis in (ax.yaxis, ax.xaxis) if ax is tpot else (ax.yaxis,):
+            axis.set_major_formatter(ScalarFormatter())
+        ax.grid(True, which="both", alpha=0.3)
+        ax.legend(fontsize=8)
+    draft_name = scenario.drafter.name if scenario.drafter is not None else "none"
+    fig.suptitle(f"Speculation under load: {scenario.model.name}{_tp_label(scenario)} on {scenario.hardware.name}, "
+                 f"draft {draft_name}")
+    return fig
+
+
+__all__ = ["get_serve_data", "plot_serve"]

@@ -1,0 +1,296 @@
+"""The discrete-event loop of one serving instance (a TP group), one event per engine step, modelled on vLLM V1's
+continuous-batching scheduler:
+
+- each step has a budget of `max_num_batched_tokens` new tokens and at most `max_num_seqs` running requests;
+  running requests are served first (decodes, then prefills in progress), then waiting requests are admitted in
+  arrival order (FCFS) while the budget, the sequence limit and free KV blocks allow; prompts longer than what is
+  left of the budget are prefilled in chunks (chunked prefill, mixed with the decodes in the same step);
+- a decoding request verifies 1 + k tokens (its last token and k drafts) and so takes 1 + k entries of the token
+  budget; its KV cache must hold its context + 1 + k tokens + k lookahead slots for the next step's drafts
+  (vLLM's `num_lookahead_tokens`), in blocks of `block_size` tokens; when the batch's decodes do not fit the budget
+  with k drafts, k is lowered until they do;
+- when the blocks run out the most recently admitted running request is preempted by recompute: its blocks are
+  freed and it goes back to the front of the queue, to prefill its prompt and its output so far again;
+- the KV capacity is what `Scenario.get_memory_fit` leaves: memory - weights (target, and a deployed draft model's)
+  - the activations of the largest decode step, divided by the KV bytes per token (target + draft).
+
+Acceptance is sampled per request and step from the scenario's per-position (conditional) rates, so each request's
+progress, and the latency tails, are random; everything random comes from one seeded numpy Generator.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from dataclasses import dataclass, replace
+
+import numpy as np
+
+from ..scenario import Scenario
+from ..specs import InputError
+from .metrics import ServeResult
+from .decode_run import DecodeRun, plan_decode_run
+from .policies import Policy, parse_policy
+from .pricing import StepPricer
+from .workload import Requests
+
+DEFAULT_MAX_NUM_SEQS = 256  # vLLM's default max_num_seqs
+DEFAULT_MAX_NUM_BATCHED_TOKENS = 8192  # vLLM V1's default for online serving with chunked prefill
+DEFAULT_BLOCK_SIZE = 16  # vLLM's default KV block size (tokens)
+
+
+@dataclass(frozen=True)
+class ServeConfig:
+    max_num_seqs: int = DEFAULT_MAX_NUM_SEQS
+    max_num_batched_tokens: int = DEFAULT_MAX_NUM_BATCHED_TOKENS
+    block_size: int = DEFAULT_BLOCK_SIZE
+    seed: int = 0
+
+    def check(self) -> "ServeConfig":
+        for name in ("max_num_seqs", "max_num_batched_tokens", "block_size"):
+            value = getattr(self, name)
+            if not isinstance(value, (int, np.integer)) or value < 1:
+                raise InputError(f"{name} must be a positive integer, got {value!r}")
+        if isinstance(self.seed, bool) or not isinstance(self.seed, (int, np.integer)) or self.seed < 0:
+            raise InputError(f"seed must be a non-negative integer, got {self.seed!r}")
+        if self.max_num_batched_tokens < self.max_num_seqs:
+            raise InputError(f"max_num_batched_tokens ({self.max_num_batched_tokens}) must be at least max_num_seqs "
+                             f"({self.max_num_seqs}): every running request needs a token per step")
+        return self
+
+
+def get_kv_capacity_blocks(scenario: Scenario, policy: Policy, config: ServeConfig) -> tuple[int, float]:
+    """KV blocks that fit, and the KV bytes per token (target + a deployed draft model), per device.
+
+    The memory model is predict's (`Scenario.get_memory_fit`): capacity - weights - the activations of the largest
+    decode step (max_num_seqs sequences verifying max_k + 1 tokens, fp32 logits included), as `get_max_batch`
+    reserves them for its batch. A prefill chunk's transient activations are taken to fit in the same reserve
+    (engines compute logits only for the positions they sample, so a chunk's logits are small).
+    """
+    deployed = scenario if policy.deployed and scenario.drafter is not None else replace(
+        scenario, drafter=None, draft_workload=None)
+    one_token = deployed.get_memory_fit(1, 0, 0)  # one sequence of one position: the KV bytes per token
+    largest_step = deployed.get_memory_fit(config.max_num_seqs, 0, policy.max_k)
+    per_token = float(np.asarray(one_token.kv_cache_bytes))
+    free = one_token.capacity_bytes - one_token.weight_bytes - float(np.asarray(largest_step.activation_bytes))
+    blocks = int(max(free, 0) // (per_token * config.block_size))
+    return blocks, per_token
+
+
+def _acceptance_rates(scenario: Scenario, max_k: int) -> np.ndarray:
+    acceptance = scenario.acceptance
+    if acceptance is None:
+        return np.zeros(max_k)
+    if acceptance.per_position is not None:
+        return np.asarray(acceptance.per_position[:max_k], dtype=float)
+    if len(acceptance.alphas) != 1:
+        raise InputError("serve takes one acceptance rate (--alpha) or per-position rates, not a list")
+    return np.full(max_k, acceptance.alphas[0])
+
+
+def _apply_decode_run(plan: DecodeRun, dec, now, free_blocks, total_blocks, computed, generated, blocks, last_emit_s,
+                      itl_chunks, trace_rows) -> tuple[float, int]:
+    """Commit a planned run of decode steps to the engine state; returns the new time and free blocks."""
+    ends = now + np.cumsum(plan.step_s)
+    starts = ends - plan.step_s
+    committed = plan.emitted.sum(axis=0)
+    computed[dec] += committed
+    generated[dec] += committed
+    gaps = np.broadcast_to(plan.step_s[:, None], plan.emitted.shape).copy()
+    gaps[0] = ends[0] - last_emit_s[dec]
+    itl_chunks.append(gaps.ravel())
+    last_emit_s[dec] = ends[-1]
+    held = total_blocks - free_blocks
+    grown = plan.block_growth.sum(axis=1)
+    blocks[dec] += plan.block_growth[-1]
+    rows = np.empty((plan.steps, 7))
+    rows[:, 0], rows[:, 1], rows[:, 2], rows[:, 3] = starts, plan.step_s, dec.size, 0.0
+    rows[:, 4], rows[:, 5], rows[:, 6] = held + grown, plan.k, dec.size * (plan.k + 1)
+    trace_rows.extend(rows.tolist())
+    return float(ends[-1]), free_blocks - int(grown[-1])
+
+
+def simulate(scenario: Scenario, requests: Requests, policy: Policy | str, config: ServeConfig = ServeConfig(),
+             pricer: StepPricer | None = None) -> ServeResult:
+    """Replay `requests` through one serving instance of `scenario` under `policy`; deterministic under the seed."""
+    config = config.check()
+    if isinstance(policy, str):
+        acceptance = scenario.acceptance
+        policy = parse_policy(policy, None if acceptance is None or acceptance.per_position is None
+                              else len(acceptance.per_position))
+    if policy.max_k > 0 and scenario.drafter is None:
+        raise InputError(f"policy {policy.name!r} speculates but the scenario has no drafter")
+    bs = config.block_size
+    total_blocks, _ = get_kv_capacity_blocks(scenario, policy, config)
+    prompt, output, arrival = requests.prompt_tokens, requests.output_tokens, requests.arrival_s
+    longest = int((prompt + output).max()) + 2 * policy.max_k + 1
+    if -(-longest // bs) > total_blocks:
+        raise InputError(f"the longest request ({longest:,} tokens with drafts) needs {-(-longest // bs):,} KV blocks "
+                         f"but only {total_blocks:,} fit in memory")
+    if pricer is None:
+        pricer = StepPricer(scenario, config.max_num_seqs, config.max_num_batched_tokens, longest, policy.max_k)
+    rng = np.random.default_rng(config.seed)
+    rates = _acceptance_rates(scenario, policy.max_k)
+    draft_prefills = policy.deployed and scenario.drafter is not None and scenario.drafter.kind == "model"
+
+    n = requests.count
+    computed = np.zeros(n, dtype=np.int64)  # tokens whose KV is cached
+    target = prompt.astype(np.int64).copy()  # tokens to prefill before the next emission (prompt, or + output)
+    generated = np.zeros(n, dtype=np.int64)
+    blocks = np.zeros(n, dtype=np.int64)
+    first_token_s = np.full(n, np.nan)
+    finish_s = np.full(n, np.nan)
+    last_emit_s = np.zeros(n)
+    preemptions = np.zeros(n, dtype=np.int64)
+    prefilling = np.ones(n, dtype=bool)
+
+    running: list[int] = []  # in admission order (the last one is preempted first)
+    waiting: deque[int] = deque()
+    next_arrival, free_blocks, now = 0, total_blocks, 0.0
+    trace_rows: list[tuple] = []  # per step: start, duration, running, waiting, used blocks, k, tokens
+    itl_chunks: list[np.ndarray] = []
+    budget_total, max_seqs = config.max_num_batched_tokens, config.max_num_seqs
+    membership_changed = True
+
+    while next_arrival < n or running or waiting:
+        while next_arrival < n and arrival[next_arrival] <= now:
+            waiting.append(next_arrival)
+            next_arrival += 1
+        if not running and not waiting:
+            now = float(arrival[next_arrival])
+            continue
+        if membership_changed:  # the running set or a phase changed since the last step
+            run = np.asarray(running, dtype=np.int64)
+            in_prefill = prefilling[run]
+            all_dec, all_pre = run[~in_prefill], run[in_prefill]
+            membership_changed = False
+        if all_dec.size and not all_pre.size and not waiting and policy.plannable:  # fast path: a run of decodes
+            plan = plan_decode_run(computed[all_dec], output[all_dec] - generated[all_dec], blocks[all_dec],
+                                   free_blocks, now, float(arrival[next_arrival]) if next_arrival < n else np.inf,
+                                   policy, pricer, rng, rates, bs, budget_total)
+            if plan is not None:
+                now, free_blocks = _apply_decode_run(plan, all_dec, now, free_blocks, total_blocks, computed, generated,
+                                                     blocks, last_emit_s, itl_chunks, trace_rows)
+                finished = all_dec[generated[all_dec] >= output[all_dec]]  # only at the run's last step
+                if finished.size:
+                    finish_s[finished] = now
+                    free_blocks += int(blocks[finished].sum())
+                    blocks[finished] = 0
+                    gone = set(finished.tolist())
+                    running = [r for r in running if r not in gone]
+                    membership_changed = True
+                continue
+        dec, pre = all_dec, all_pre
+        k, decode_context = 0, 0.0
+        if dec.size:
+            if dec.size > budget_total:
+                dec = dec[:budget_total]
+            decode_context = float(computed[dec].sum()) / dec.size
+            k = policy.choose_k(int(dec.size), decode_context, pricer)
+            k = int(min(k, budget_total // dec.size - 1))
+        budget = budget_total - dec.size * (k + 1)
+        chunk = np.minimum(target[pre] - computed[pre], np.maximum(budget - np.concatenate(
+            [[0], np.cumsum(target[pre] - computed[pre])[:-1]]), 0)) if pre.size else pre
+        if pre.size:
+            keep = chunk > 0
+            pre, chunk = pre[keep], chunk[keep]
+            budget -= int(chunk.sum())
+        # KV blocks for what is scheduled; preempt the latest-admitted running request until they fit
+        preempted = False
+        while True:
+            need_dec = -(-(computed[dec] + 1 + 2 * k) // bs) - blocks[dec]
+            need_pre = -(-(computed[pre] + chunk) // bs) - blocks[pre]
+            short = int(np.maximum(need_dec, 0).sum() + np.maximum(need_pre, 0).sum()) - free_blocks
+            if short <= 0:
+                break
+            victim = running.pop()
+            preempted = membership_changed = True
+            free_blocks += int(blocks[victim])
+            blocks[victim] = 0
+            target[victim] = prompt[victim] + generated[victim]
+            computed[victim] = 0
+            prefilling[victim] = True
+            preemptions[victim] += 1
+            waiting.appendleft(victim)
+            dec, pre_mask = dec[dec != victim], pre != victim
+            pre, chunk = pre[pre_mask], chunk[pre_mask]
+            budget = budget_total - dec.size * (k + 1) - int(chunk.sum())
+        for ids, need in ((dec, need_dec), (pre, need_pre)):
+            if ids.size:
+                grow = np.maximum(need, 0)
+                blocks[ids] += grow
+                free_blocks -= int(grow.sum())
+        # admit waiting requests (FCFS) into what is left of the budget and the blocks
+        admitted, admitted_chunks = [], []
+        while waiting and budget > 0 and len(running) < max_seqs and not preempted:  # (vLLM: none after a preemption)
+            rid = waiting[0]
+            c = int(min(target[rid], budget))
+            need = -(-c // bs)
+            if need > free_blocks:
+                break
+            waiting.popleft()
+            running.append(rid)
+            blocks[rid] = need
+            free_blocks -= need
+            budget -= c
+            admitted.append(rid)
+            admitted_chunks.append(c)
+        if admitted:
+            membership_changed = True
+            pre = np.concatenate([pre, np.asarray(admitted, dtype=np.int64)])
+            chunk = np.concatenate([chunk, np.asarray(admitted_chunks, dtype=np.int64)])
+        if not dec.size and not pre.size:  # nothing fits yet (all blocks held by queued work): wait for an arrival
+            if next_arrival >= n:
+                raise InputError("the scheduler cannot make progress: the KV cache is too small for one request")
+            now = float(arrival[next_arrival])
+            continue
+        finishing = computed[pre] + chunk >= target[pre]
+        if dec.size and preempted:
+            decode_context = float(computed[dec].sum()) / dec.size
+        step_s = pricer.get_step_time_s(int(dec.size), decode_context, k,
+                                        computed[pre], chunk, int(finishing.sum()), draft_prefills)
+        end = now + step_s
+        # prefill chunks: the ones that complete their prompt emit a token
+        computed[pre] += chunk
+        done = pre[finishing]
+        if done.size:
+            membership_changed = True
+            prefilling[done] = False
+            fresh = done[np.isnan(first_token_s[done])]
+            first_token_s[fresh] = end
+            generated[done] += 1
+            last_emit_s[done] = end
+        # decodes: k drafts, accepted ones + one token from the verify are committed (capped at the output length)
+        if dec.size:
+            if k:
+                hits = rng.random((dec.size, k)) < rates[:k]
+                accepted = np.cumprod(hits, axis=1).sum(axis=1)
+                policy.observe(k, accepted)
+            else:
+                accepted = np.zeros(dec.size, dtype=np.int64)
+            emitted = np.minimum(accepted + 1, output[dec] - generated[dec])
+            computed[dec] += emitted
+            generated[dec] += emitted
+            itl_chunks.append(end - last_emit_s[dec])
+            last_emit_s[dec] = end
+        # finished requests leave and free their blocks
+        candidates = np.concatenate([dec, done]) if done.size else dec
+        finished = candidates[generated[candidates] >= output[candidates]]
+        used_blocks = total_blocks - free_blocks  # during the step, before finished requests free theirs
+        if finished.size:
+            membership_changed = True
+            finish_s[finished] = end
+            free_blocks += int(blocks[finished].sum())
+            blocks[finished] = 0
+            gone = set(finished.tolist())
+            running = [r for r in running if r not in gone]
+        trace_rows.append((now, step_s, len(running) + finished.size, len(waiting), used_blocks, k,
+                           int(dec.size * (k + 1) + chunk.sum())))
+        now = end
+
+    itl = np.concatenate(itl_chunks) if itl_chunks else np.zeros(0)
+    return ServeResult.build(scenario, policy, config, requests, first_token_s, finish_s, preemptions,
+                             np.asarray(trace_rows, dtype=float).reshape(-1, 7), itl, total_blocks)
+
+
+__all__ = ["simulate", "ServeConfig", "get_kv_capacity_blocks", "DEFAULT_MAX_NUM_SEQS",
+           "DEFAULT_MAX_NUM_BATCHED_TOKENS", "DEFAULT_BLOCK_SIZE"]

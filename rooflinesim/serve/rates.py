@@ -1,0 +1,143 @@
+"""Rate sweeps: independent simulations (rates x policies) through a standard executor, and where speculation stops
+paying.
+
+Runs go to `concurrent.futures.ProcessPoolExecutor` (one process per core) or, when the user passes a scheduler
+address, to a `dask.distributed.Client` (dask is imported only then). Each run returns its summary dict, so only a
+few hundred bytes travel back per run.
+
+Crossover, per speculative policy against `off`: speculation pays for latency at a rate when its p50 end-to-end
+latency is below off's, and for throughput when its output throughput is at least THROUGHPUT_TIE of off's (below
+saturation both serve the offered load, so equal throughput within noise counts as paying). The crossover rate is the
+first rate after the last one at which it still pays (a dip followed by a recovery does not count), with off's mean
+running batch there; None when it pays at every rate.
+"""
+
+from __future__ import annotations
+
+import os
+from concurrent.futures import ProcessPoolExecutor
+from dataclasses import dataclass
+
+from ..scenario import Scenario
+from ..specs import InputError
+from .engine import ServeConfig, simulate
+from .workload import LengthDistribution, Requests, generate_requests, load_trace
+
+THROUGHPUT_TIE = 0.99
+DEFAULT_REQUESTS = 1000
+
+
+@dataclass(frozen=True)
+class WorkloadSpec:
+    """How to make the requests of one run at a given rate (or replay a trace, scaled to the rate when given)."""
+
+    prompt: LengthDistribution
+    output: LengthDistribution
+    requests: int = DEFAULT_REQUESTS
+    arrivals: str = "poisson"
+    cv: float = 1.0
+    seed: int = 0
+    trace: str | None = None
+
+    def get_requests(self, rate_per_s: float | None) -> Requests:
+        if self.trace is not None:
+            native = load_trace(self.trace)
+            if rate_per_s is None:
+                return native
+            native_rate = native.count / max(float(native.arrival_s.max()), 1e-12)
+            return load_trace(self.trace, rate_per_s / native_rate)
+        if rate_per_s is None:
+            raise InputError("give a request rate (--rate) or a trace (--trace)")
+        return generate_requests(self.requests, rate_per_s, self.prompt, self.output, self.seed, self.arrivals,
+                                 self.cv)
+
+
+def run_one(scenario: Scenario, workload: WorkloadSpec, rate_per_s: float | None, policy: str, config: ServeConfig,
+            slo_ttft_s: float | None = None, slo_tpot_s: float | None = None) -> dict:
+    """One simulation's summary (a top-level function: executors pickle it)."""
+    result = simulate(scenario, workload.get_requests(rate_per_s), policy, config)
+    return {"rate_per_s": rate_per_s, **result.get_summary(slo_ttft_s, slo_tpot_s)}
+
+
+def run_rate_sweep(scenario: Scenario, workload: WorkloadSpec, rates, policies: list[str], config: ServeConfig,
+                   slo_ttft_s=None, slo_tpot_s=None, dask_address: str | None = None,
+                   max_workers: int | None = None) -> list[dict]:
+    """Every (policy, rate) run, in policy-major order."""
+    tasks = [(policy, rate) for policy in policies for rate in rates]
+    args = [(scenario, workload, rate, policy, config, slo_ttft_s, slo_tpot_s) for policy, rate in tasks]
+    if dask_address is not None:
+        try:
+            from dask.distributed import Client
+        except ImportError:
+            raise InputError("--dask needs dask.distributed: pip install 'rooflinesim[dask]'") from None
+        try:
+            client = Client(dask_address)
+        except (OSError, ValueError, TimeoutError) as exc:
+            raise InputError(f"cannot reach the Dask scheduler at {dask_address!r}: {exc}") from None
+        with client:
+            futures = [client.submit(run_one, *a, pure=False) for a in args]
+            return client.gather(futures)
+    workers = max_workers or min(len(args), os.cpu_count() or 1)
+    if workers <= 1 or len(args) == 1:
+        return [run_one(*a) for a in args]
+    with ProcessPoolExecutor(max_workers=workers) as pool:
+        return list(pool.map(run_one, *zip(*args)))
+
+
+def _last_paying_crossover(rows_off: list[dict], rows_spec: list[dict], pays) -> dict | None:
+    paying = [pays(o, s) for o, s in zip(rows_off, rows_spec)]
+    if all(paying):
+        return None
+    last = max((i for i, p in enumerate(paying) if p), default=-1)
+    at = rows_off[last + 1]
+    return {"rate_per_s": at["rate_per_s"], "mean_batch": at["mean_batch"]}
+
+
+def get_crossovers(rows: list[dict]) -> list[dict]:
+    """Per speculative policy: the rate (and off's mean batch there) from which it stops paying for latency and for
+    throughput (see the module docstring). Empty without an `off` run to compare with."""
+    by_policy: dict[str, list[dict]] = {}
+    for row in rows:
+        by_policy.setdefault(row["policy"], []).append(row)
+    off = by_policy.get("off")
+    if off is None:
+        return []
+    out = []
+    for policy, spec in by_policy.items():
+        if policy == "off":
+            continue
+        out.append({
+            "policy": policy,
+            "latency": _last_paying_crossover(off, spec, lambda o, s: s["latency_s"]["p50"] < o["latency_s"]["p50"]),
+            "throughput": _last_paying_crossover(
+                off, spec, lambda o, s: s["output_tokens_per_s"] >= THROUGHPUT_TIE * o["output_tokens_per_s"]),
+        })
+    return out
+
+
+__all__ = ["WorkloadSpec", "run_one", "run_rate_sweep", "get_crossovers", "THROUGHPUT_TIE", "DEFAULT_REQUESTS"]
+
+
+def parse_rates(text: str) -> list[float]:
+    """'1..32' (doublings from 1 to 32, the end included), '0.5,1,2' or '4': request rates per second."""
+    import math
+
+    text = str(text).strip()
+    try:
+        if ".." in text:
+            lo, hi = (float(x) for x in text.split("..", 1))
+            if not (math.isfinite(lo) and math.isfinite(hi) and 0 < lo <= hi):
+                raise ValueError
+            values, v = [], lo
+            while v <= hi * (1 + 1e-12) and len(values) < 64:
+                values.append(v)
+                v *= 2
+            if values[-1] < hi:
+                values.append(hi)
+        else:
+            values = [float(x) for x in text.split(",") if x.strip()]
+    except ValueError:
+        raise InputError(f"--rate {text!r}: use a rate per second (4), a list (1,2,4) or a range (1..32)") from None
+    if not values or not all(math.isfinite(v) and v > 0 for v in values):
+        raise InputError(f"--rate {text!r}: rates must be positive numbers per second")
+    return sorted(set(values))

@@ -1,0 +1,43 @@
+"""Text output of `rooflinesim serve`: the latency-throughput curve per policy and the crossover (rich tables)."""
+
+from __future__ import annotations
+
+from ..units import MILLI
+
+
+def _ms(value) -> str:
+    return "-" if value is None else f"{value / MILLI:,.1f}"
+
+
+def _s(value) -> str:
+    return "-" if value is None else f"{value:,.2f}"
+
+
+def render_rate_sweep(rows: list[dict], crossovers: list[dict], console, title: str) -> None:
+    from rich.markup import escape
+    from rich.table import Table
+
+    by_policy: dict[str, list[dict]] = {}
+    for row in rows:
+        by_policy.setdefault(row["policy"], []).append(row)
+    for policy, policy_rows in by_policy.items():
+        table = Table(title=escape(f"{title}: policy {policy}"))
+        columns = ("rate/s", "out tok/s", "goodput req/s", "TTFT p50 / p99 ms", "TPOT p50 / p99 ms",
+                   "ITL p99 ms", "latency p50 / p99 s", "batch", "k", "KV use", "preempt")
+        for column in columns:
+            table.add_column(escape(column), justify="right")
+        for r in policy_rows:
+            table.add_row(
+                "trace" if r["rate_per_s"] is None else f"{r['rate_per_s']:g}", f"{r['output_tokens_per_s']:,.0f}",
+                f"{r['goodput_requests_per_s']:,.2f}", f"{_ms(r['ttft_s']['p50'])} / {_ms(r['ttft_s']['p99'])}",
+                f"{_ms(r['tpot_s']['p50'])} / {_ms(r['tpot_s']['p99'])}", _ms(r["itl_s"]["p99"]),
+                f"{_s(r['latency_s']['p50'])} / {_s(r['latency_s']['p99'])}", f"{r['mean_batch']:.1f}",
+                f"{r['mean_k']:.2f}", f"{r['mean_kv_occupancy']:.0%}", str(r["preemptions"]))
+        console.print(table)
+    for c in crossovers:
+        parts = []
+        for what in ("latency", "throughput"):
+            at = c[what]
+            parts.append(f"{what}: pays at every rate" if at is None else
+                         f"{what}: stops paying from {at['rate_per_s']:g} req/s (batch {at['mean_batch']:.0f})")
+        console.print(f"[bold]{escape(c['policy'])}[/] vs off -- " + "; ".join(parts))

@@ -1,0 +1,143 @@
+"""The requests a serving simulation replays: arrival times and prompt / output lengths.
+
+Arrivals are Poisson (exponential gaps), Gamma with a coefficient of variation (CV 1 is Poisson; above 1 bursty,
+below 1 smoother, as in vLLM's benchmark `--burstiness` = 1 / CV^2), or read from a JSONL trace with one object per
+line: {"arrival_s": 0.12, "prompt_tokens": 512, "output_tokens": 128}. Lengths are fixed ("512"), uniform
+("uniform:128:1024"), lognormal with a median and a sigma ("lognormal:512:0.8") or from the trace. Everything random
+comes from one numpy Generator seeded by the user, so a run is reproducible.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from ..specs import InputError
+
+ARRIVAL_KINDS = ("poisson", "gamma")
+#: no request is longer than this (a guard against a typo asking for 10^12 tokens)
+MAX_REQUEST_TOKENS = 1 << 22
+
+
+@dataclass(frozen=True)
+class Requests:
+    """Requests sorted by arrival; arrays of one entry per request."""
+
+    arrival_s: np.ndarray
+    prompt_tokens: np.ndarray
+    output_tokens: np.ndarray
+
+    @property
+    def count(self) -> int:
+        return int(self.arrival_s.size)
+
+
+@dataclass(frozen=True)
+class LengthDistribution:
+    """fixed (low = high), uniform integers in [low, high], or lognormal(median, sigma) clipped to [1, high]."""
+
+    kind: str
+    low: float
+    high: float
+    sigma: float = 0.0
+
+    @classmethod
+    def parse(cls, text, what: str) -> "LengthDistribution":
+        parts = str(text).strip().split(":")
+        try:
+            if len(parts) == 1:
+                value = int(parts[0])
+                dist = cls("fixed", value, value)
+            elif parts[0] == "uniform" and len(parts) == 3:
+                dist = cls("uniform", int(parts[1]), int(parts[2]))
+            elif parts[0] == "lognormal" and len(parts) in (3, 4):
+                cap = int(parts[3]) if len(parts) == 4 else MAX_REQUEST_TOKENS
+                dist = cls("lognormal", float(parts[1]), cap, float(parts[2]))
+            else:
+                raise ValueError
+        except ValueError:
+            raise InputError(f"{what} {text!r}: use a token count (512), uniform:LOW:HIGH or "
+                             "lognormal:MEDIAN:SIGMA[:MAX]") from None
+        if not (1 <= dist.low <= dist.high <= MAX_REQUEST_TOKENS) or not math.isfinite(dist.sigma) or dist.sigma < 0:
+            raise InputError(f"{what} {text!r}: lengths must satisfy 1 <= low <= high <= {MAX_REQUEST_TOKENS:,} and "
+                             "sigma >= 0")
+        return dist
+
+    @property
+    def typical_tokens(self) -> int:
+        """The median length (fixed: the value; uniform: the middle; lognormal: its median)."""
+        return int(round((self.low + self.high) / 2 if self.kind == "uniform" else self.low))
+
+    @property
+    def max_tokens(self) -> int:
+        return int(self.high)
+
+    def sample(self, rng: np.random.Generator, n: int) -> np.ndarray:
+        if self.kind == "fixed":
+            return np.full(n, int(self.low), dtype=np.int64)
+        if self.kind == "uniform":
+            return rng.integers(int(self.low), int(self.high) + 1, size=n)
+        values = np.round(self.low * np.exp(self.sigma * rng.standard_normal(n)))
+        return np.clip(values, 1, self.high).astype(np.int64)
+
+
+def get_arrival_times_s(rng: np.random.Generator, n: int, rate_per_s: float, kind: str = "poisson",
+                        cv: float = 1.0) -> np.ndarray:
+    """n arrival times of a renewal process with mean rate `rate_per_s`: exponential gaps (Poisson) or Gamma gaps
+    with coefficient of variation `cv` (shape 1 / cv^2, mean 1 / rate)."""
+    if not (math.isfinite(rate_per_s) and rate_per_s > 0):
+        raise InputError(f"request rate must be a positive number per second, got {rate_per_s!r}")
+    if kind not in ARRIVAL_KINDS:
+        raise InputError(f"arrivals must be one of {', '.join(ARRIVAL_KINDS)} (or a --trace), got {kind!r}")
+    if kind == "poisson":
+        gaps = rng.exponential(1.0 / rate_per_s, n)
+    else:
+        if not (math.isfinite(cv) and cv > 0):
+            raise InputError(f"arrival CV must be a positive number, got {cv!r}")
+        shape = 1.0 / cv ** 2
+        gaps = rng.gamma(shape, 1.0 / (rate_per_s * shape), n)
+    return np.cumsum(gaps)
+
+
+def generate_requests(n: int, rate_per_s: float, prompt: LengthDistribution, output: LengthDistribution,
+                      seed: int = 0, arrivals: str = "poisson", cv: float = 1.0) -> Requests:
+    rng = np.random.default_rng(seed)
+    arrival = get_arrival_times_s(rng, n, rate_per_s, arrivals, cv)
+    return Requests(arrival, prompt.sample(rng, n), output.sample(rng, n))
+
+
+def load_trace(path: str | Path, rate_scale: float | None = None) -> Requests:
+    """A JSONL trace: one {"arrival_s", "prompt_tokens", "output_tokens"} object per line (blank lines skipped).
+    `rate_scale` multiplies the trace's request rate (arrival times are divided by it)."""
+    path = Path(path)
+    try:
+        lines = path.read_text().splitlines()
+    except OSError as exc:
+        raise InputError(f"cannot read trace {str(path)!r}: {exc.strerror or exc}") from None
+    rows = []
+    for number, line in enumerate(lines, 1):
+        if not line.strip():
+            continue
+        try:
+            item = json.loads(line)
+            row = (float(item["arrival_s"]), int(item["prompt_tokens"]), int(item["output_tokens"]))
+        except (ValueError, KeyError, TypeError):
+            raise InputError(f"{path}:{number}: each line must be a JSON object with arrival_s, prompt_tokens and "
+                             "output_tokens") from None
+        if not (math.isfinite(row[0]) and row[0] >= 0 and 1 <= row[1] <= MAX_REQUEST_TOKENS and
+                1 <= row[2] <= MAX_REQUEST_TOKENS):
+            raise InputError(f"{path}:{number}: arrival_s must be >= 0 and token counts in 1..{MAX_REQUEST_TOKENS:,}")
+        rows.append(row)
+    if not rows:
+        raise InputError(f"trace {str(path)!r} has no requests")
+    data = np.asarray(sorted(rows), dtype=float)
+    arrival = data[:, 0] / (rate_scale or 1.0)
+    return Requests(arrival, data[:, 1].astype(np.int64), data[:, 2].astype(np.int64))
+
+
+__all__ = ["Requests", "LengthDistribution", "generate_requests", "load_trace", "get_arrival_times_s",
+           "ARRIVAL_KINDS"]

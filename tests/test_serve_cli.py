@@ -1,0 +1,163 @@
+"""`rooflinesim serve`: the curve and crossover, JSON, the per-request log, traces, engine configs, bad input."""
+
+import json
+
+import numpy as np
+import pytest
+import yaml
+
+from rooflinesim.cli import main
+from rooflinesim.scenario import build_scenario
+from rooflinesim.serve import ServeConfig
+from rooflinesim.serve.engine_configs import emit_engine_config, get_k_by_batch
+from rooflinesim.serve.rates import get_crossovers, parse_rates
+from rooflinesim.serve.workload import LengthDistribution, load_trace
+
+SMALL = ["--hw", "h100", "--model", "llama-3.1-8b", "--draft", "llama-3.2-1b", "--requests", "150",
+         "--output-tokens", "64", "--prompt-tokens", "512", "--workers", "1"]
+
+
+def run_cli(capsys, *args):
+    code = main(list(args))
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def test_serve_prints_the_curve_and_the_crossover(capsys):
+    code, out, err = run_cli(capsys, "serve", *SMALL, "--rate", "1..64", "--policy", "off,fixed:4,dynamic")
+    assert code == 0, err
+    for policy in ("policy off", "policy fixed:4", "policy dynamic"):
+        assert policy in out
+    assert "fixed:4 vs off" in out and "dynamic vs off" in out and "latency:" in out and "throughput:" in out
+
+
+def test_serve_json_has_runs_percentiles_and_crossovers(capsys):
+    code, out, _ = run_cli(capsys, "serve", *SMALL, "--rate", "2,200", "--policy", "off,fixed:4", "--json",
+                           "--slo-ttft", "0.5", "--slo-tpot", "0.02")
+    assert code == 0
+    data = json.loads(out)
+    assert len(data["runs"]) == 4
+    run = data["runs"][0]
+    for key in ("ttft_s", "tpot_s", "itl_s", "latency_s"):
+        assert set(run[key]) == {"p50", "p90", "p99", "mean"}
+    for key in ("output_tokens_per_s", "goodput_requests_per_s", "mean_batch", "mean_kv_occupancy",
+                "peak_kv_occupancy", "preemptions", "mean_k"):
+        assert key in run
+    assert run["goodput_requests_per_s"] <= run["requests_per_s"] + 1e-9
+    # at 2 req/s with k = 4, speculation pays for latency; at 200 req/s (saturated) fixed:4 loses throughput
+    [crossover] = data["crossovers"]
+    assert crossover["policy"] == "fixed:4"
+    assert crossover["throughput"] == {"rate_per_s": 200.0, "mean_batch": pytest.approx(data["runs"][1]["mean_batch"])}
+
+
+def test_request_log_is_written_atomically_as_jsonl(capsys, tmp_path):
+    out_file = tmp_path / "requests.jsonl"
+    code, out, _ = run_cli(capsys, "serve", *SMALL, "--rate", "4", "--policy", "dynamic", "-o", str(out_file))
+    assert code == 0 and "written" in out
+    rows = [json.loads(line) for line in out_file.read_text().splitlines()]
+    assert len(rows) == 150 and {"ttft_s", "tpot_s", "latency_s", "preemptions"} <= set(rows[0])
+    assert not list(tmp_path.glob(".*tmp"))
+
+
+def test_a_trace_is_replayed_and_scaled(capsys, tmp_path):
+    trace = tmp_path / "trace.jsonl"
+    trace.write_text("".join(json.dumps({"arrival_s": i * 0.5, "prompt_tokens": 100 + i, "output_tokens": 20})
+                             + "\n" for i in range(40)))
+    native = load_trace(trace)
+    assert native.count == 40 and native.arrival_s[-1] == pytest.approx(19.5)
+    assert load_trace(trace, 2.0).arrival_s[-1] == pytest.approx(9.75)
+    code, out, _ = run_cli(capsys, "serve", *SMALL, "--trace", str(trace), "--policy", "off", "--json")
+    assert code == 0 and json.loads(out)["runs"][0]["requests"] == 40
+
+
+@pytest.mark.parametrize("args,message", [
+    (["--rate", "0"], "--rate"), (["--rate", "x"], "--rate"), (["--policy", "sometimes"], "unknown policy"),
+    (["--prompt-tokens", "lognormal:x"], "--prompt-tokens"), (["--rate", "1,2", "-o", "log.jsonl"], "one --rate"),
+    (["--max-num-seqs", "0"], "max_num_seqs"), (["--max-num-batched-tokens", "8", "--max-num-seqs", "16"],
+                                                "at least max_num_seqs"),
+    (["--alpha", "1.5"], "alpha"), (["--slo-tpot", "-1"], "--slo-tpot"), (["--trace", "missing.jsonl"], "trace"),
+    (["--dask", "tcp://127.0.0.1:1"], "dask"), (["--seed", "-1"], "seed"), (["--workers", "-1"], "--workers"),
+    (["--requests", "0"], "--requests"), (["--cv", "-1", "--arrivals", "gamma"], "CV"),
+])
+def test_bad_input_is_one_line_and_exit_2(capsys, tmp_path, monkeypatch, args, message):
+    monkeypatch.chdir(tmp_path)
+    code, out, err = run_cli(capsys, "serve", *SMALL, *args)
+    assert code == 2 and message in err and len(err.strip().splitlines()) == 1 and "Traceback" not in err
+
+
+def test_a_malformed_trace_line_names_the_line(tmp_path):
+    trace = tmp_path / "bad.jsonl"
+    trace.write_text('{"arrival_s": 0, "prompt_tokens": 5, "output_tokens": 5}\n{"arrival_s": "soon"}\n')
+    with pytest.raises(Exception, match="bad.jsonl:2"):
+        load_trace(trace)
+
+
+def test_parse_rates_and_lengths():
+    assert parse_rates("1..32") == [1, 2, 4, 8, 16, 32]
+    assert parse_rates("1..10") == [1, 2, 4, 8, 10]
+    assert parse_rates("0.5,2") == [0.5, 2]
+    rng = np.random.default_rng(0)
+    assert (LengthDistribution.parse("uniform:5:9", "x").sample(rng, 1000) >= 5).all()
+    lognormal = LengthDistribution.parse("lognormal:200:0.5:1000", "x").sample(rng, 20000)
+    assert np.median(lognormal) == pytest.approx(200, rel=0.05) and lognormal.max() <= 1000
+
+
+def test_crossover_is_the_first_rate_after_the_last_that_pays():
+    def row(policy, rate, latency, tput):
+        return {"policy": policy, "rate_per_s": rate, "mean_batch": rate, "latency_s": {"p50": latency},
+                "output_tokens_per_s": tput}
+    rows = [row("off", 1, 2.0, 100), row("off", 2, 2.0, 200), row("off", 4, 2.0, 400), row("off", 8, 2.0, 800),
+            row("k", 1, 1.0, 100), row("k", 2, 3.0, 200), row("k", 4, 1.5, 400), row("k", 8, 2.5, 700)]
+    [c] = get_crossovers(rows)
+    assert c["latency"]["rate_per_s"] == 8 and c["throughput"]["rate_per_s"] == 8
+    assert get_crossovers(rows[4:]) == []
+
+
+# --- engine configs ------------------------------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def scenario():
+    return build_scenario("h100", "llama-3.1-8b", draft="llama-3.2-1b", alpha=0.8, k_values=[0])
+
+
+def test_k_by_batch_is_the_argmax_of_e_over_step_time(scenario):
+    table = get_k_by_batch(scenario, 64, 2048, 6)
+    rate = table["expected_tokens"][None, :] / table["step_time_s"]
+    assert (rate[np.arange(64), table["best_k"]] >= rate.max(axis=1) - 1e-12).all()
+    assert table["best_k"][0] > 0
+
+
+def test_vllm_config_follows_the_dynamic_speculative_config_rules(scenario):
+    config = json.loads(emit_engine_config(scenario, "vllm", ServeConfig(max_num_seqs=48), 2048, 5))
+    dynamic = config["speculative_config"]["dynamic_config"]
+    stats = {int(b): {int(k): v for k, v in row.items()} for b, row in dynamic["batch_stats"].items()}
+    assert 1 in stats and 48 in stats
+    assert all(list(row) == sorted(row) and {0, 1} <= set(row) for row in stats.values())
+    assert dynamic["max_num_speculative_tokens"] == len(dynamic["acceptance_rate_per_pos"]) == 5
+    assert dynamic["acceptance_rate_per_pos"] == pytest.approx([0.8 ** (i + 1) for i in range(5)])
+    # ITL in ms is the speculative step time priced by the model
+    assert stats[1][0] == pytest.approx(float(get_k_by_batch(scenario, 1, 2048, 5)["step_time_s"][0, 0]) * 1e3,
+                                        rel=1e-4)
+
+
+def test_trtllm_schedule_starts_at_batch_1_with_max_draft_len(scenario):
+    text = emit_engine_config(scenario, "trtllm", ServeConfig(max_num_seqs=256), 8192, 8)
+    config = yaml.safe_load(text)["speculative_config"]
+    schedule = config["draft_len_schedule"]
+    assert schedule[1] == config["max_draft_len"] > 0
+    assert max(schedule.values()) <= config["max_draft_len"]
+
+
+def test_sglang_config_is_a_chain_of_steps(scenario):
+    text = emit_engine_config(scenario, "sglang", ServeConfig(), 2048)
+    assert "--speculative-eagle-topk 1" in text
+    steps = int(text.split("--speculative-num-steps ")[1].split()[0])
+    assert f"--speculative-num-draft-tokens {steps + 1}" in text
+
+
+def test_emit_config_cli(capsys):
+    code, out, err = run_cli(capsys, "serve", "--hw", "h100", "--model", "llama-3.1-8b", "--draft", "llama-3.2-1b",
+                             "--emit-config", "vllm", "--max-num-seqs", "32")
+    assert code == 0 and json.loads(out)["speculative_config"]["dynamic_config"]["batch_stats"]
+    assert "rooflinesim" in err
