@@ -81,6 +81,11 @@ class Efficiency(SpecModel):
 
     memory_fraction: float = Field(gt=0, le=1)
     compute_fraction: float = Field(gt=0, le=1)
+    compute_fraction_by_dtype: dict[str, float] = Field(
+        default_factory=dict,
+        description="matmul compute fraction for a compute dtype whose best GEMMs reach a different share of its peak "
+                    "than compute_fraction's (H100 fp8: cuBLASLt reaches 0.65 of the fp8 peak where bf16 reaches 0.80)",
+    )
     kernel_overhead_s: float = Field(ge=0)
     interconnect_fraction: float = Field(
         default=0.85, gt=0, le=1,

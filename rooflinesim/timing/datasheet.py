@@ -8,11 +8,11 @@ parallelism are timed by the interconnect (`collectives.get_collective_time`), w
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 
-from ..ops import COLLECTIVE_KINDS, OpCost
+from ..ops import COLLECTIVE_KINDS, MATMUL_KINDS, OpCost
 from ..specs import HardwareSpec
 from .base import OpTime, TimingModel, get_op_peak_flops_per_s
 from .collectives import get_collective_time
@@ -33,12 +33,15 @@ class DatasheetTiming:
     name: str = "datasheet"
     quant_kernel: QuantKernel | None = None  # scales the linears' fractions when the weights are quantised
     layer_latency_s: float = 0.0  # per-layer pipeline floor (SRAM-resident systems), added once per layer and step
+    # matmul compute fraction per compute dtype where it differs from compute_fraction (fp8 GEMMs reach a smaller share
+    # of their doubled peak than bf16 ones: the tensor cores double, the data movement feeding them does not)
+    compute_fraction_by_dtype: dict[str, float] = field(default_factory=dict)
 
     @classmethod
     def expected(cls, hw: HardwareSpec) -> "DatasheetTiming":
         e = hw.efficiency
         return cls(hw, e.compute_fraction, e.memory_fraction, e.kernel_overhead_s, name="datasheet-expected",
-                   layer_latency_s=e.layer_latency_s)
+                   layer_latency_s=e.layer_latency_s, compute_fraction_by_dtype=dict(e.compute_fraction_by_dtype))
 
     @classmethod
     def speed_of_light(cls, hw: HardwareSpec) -> "DatasheetTiming":
@@ -49,7 +52,10 @@ class DatasheetTiming:
         return replace(self, quant_kernel=kernel)
 
     def get_op_time(self, op: OpCost, compute_dtype: str) -> OpTime:
-        peak = get_op_peak_flops_per_s(self.hw, op, compute_dtype) * self.compute_fraction
+        fraction = self.compute_fraction
+        if op.kind in MATMUL_KINDS:
+            fraction = self.compute_fraction_by_dtype.get(compute_dtype, fraction)
+        peak = get_op_peak_flops_per_s(self.hw, op, compute_dtype) * fraction
         bandwidth = self.hw.memory_bandwidth_bytes_per_s * self.memory_fraction
         if self.quant_kernel is not None and op.kind in QUANTISED_KINDS:
             peak *= self.quant_kernel.compute_efficiency
