@@ -42,7 +42,7 @@ def _scenario(row: dict, hw, batch, ctx):
     return build_scenario(hw, row["model"], batch, ctx, weight_dtype=row["weight_dtype"], kv_dtype=row.get("kv_dtype"),
                           activation_dtype=row.get("activation_dtype"), tp=row["tp"],
                           quant_group_size=row.get("quant_group_size", 128), quant_kernel=row.get("quant_kernel"),
-                          speculative=False, allow_long_context=True)
+                          attention=row.get("attention", "flash"), speculative=False, allow_long_context=True)
 
 
 def predict_row(row: dict, hw=None) -> float:

@@ -172,7 +172,7 @@ class Workload(FrozenModel):
     weight_dtype: str = "bf16"
     kv_dtype: str = "bf16"
     activation_dtype: str = "bf16"
-    attention: Literal["flash", "unfused"] = "flash"
+    attention: Literal["flash", "unfused", "per-head"] = "flash"
     tensor_parallel: int = Field(default=1, gt=0, description="devices the model is sharded over (--tp)")
     quant_group_size: int = Field(default=DEFAULT_QUANT_GROUP_SIZE, gt=0, description="int8/int4 weights per scale")
 

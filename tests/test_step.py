@@ -76,3 +76,18 @@ def test_vectorised_equals_scalar():
         for j, sj in enumerate([0, 4096]):
             for k, qk in enumerate([1, 5]):
                 assert grid[i, j, k] == pytest.approx(float(get_step_cost(hw, model, bi, sj, qk).step_time_s), rel=1e-12)
+
+
+def test_compute_fraction_by_dtype_applies_to_matmuls_of_that_dtype_only():
+    """H100 fp8 GEMMs run at their own fraction (0.65 of the fp8 peak); bf16 matmuls and fp32 vector work keep 0.80."""
+    hw = load_hardware("h100")
+    timing = DatasheetTiming.expected(hw)
+    assert timing.compute_fraction_by_dtype == {"fp8": 0.65}
+    linear = _linear("w", 1, 4096, 4096, 4096, 1.0, 1.0)
+    fp8 = timing.get_op_time(linear, "fp8")
+    bf16 = timing.get_op_time(linear, "bf16")
+    assert float(fp8.compute_time_s) == pytest.approx(linear.flops / (1979e12 * 0.65))
+    assert float(bf16.compute_time_s) == pytest.approx(linear.flops / (989e12 * 0.80))
+    norm = next(op for op in get_step_cost(hw, load_model("llama-3.1-8b"), 1, 0, 1, "fp8", "fp8", "fp8").ops
+                if op.kind == "norm")
+    assert float(timing.get_op_time(norm, "fp8").compute_time_s) == pytest.approx(norm.count * norm.flops / (67e12 * 0.80))
