@@ -5,8 +5,9 @@ p90 absolute error of the shipped defaults, for the rows the defaults were fitte
     python benchmarks/bench_published.py --fit      # refit the fitted constants, each on the rows tagged for it
 
 The table is `benchmarks/published/measurements.yaml` (every row names its public source). Each row is priced
-through `build_scenario` exactly as the CLI would, with the row's hardware, model, dtypes, TP and quantised kernel;
-no row-specific constant enters a prediction. Metrics:
+through `build_scenario` exactly as the CLI would, with the row's hardware, model, dtypes, TP, quantised kernel and
+attention kernel (`attention: per-head` where the engine's decode kernel did not share K/V across a query group; the
+row cites why); no row-specific constant enters a prediction. Metrics:
 
 - decode_tokens_per_s: batch / decode step time at the context halfway through the generation;
 - ttft_s: the prefill step of the prompt;
