@@ -89,9 +89,10 @@ class Efficiency(SpecModel):
     kernel_overhead_s: float = Field(ge=0)
     compute_memory_overlap: float = Field(
         default=1.0, ge=0, le=1,
-        description="how far an op's memory traffic hides under its math in the expected time: max(c, m) + (1 - overlap) x "
-                    "min(c, m); 1 is the roofline's perfect overlap, less where kernels at moderate intensity (prefill "
-                    "GEMMs of a few hundred to a few thousand tokens) reach neither peak at once",
+        description="how far an op's shorter time (math or traffic) hides under the longer in the expected time: "
+                    "max(c, m) + (1 - overlap) x min(c, m); 1 is the roofline's perfect overlap, less where kernels at "
+                    "moderate intensity (prefill GEMMs of a few hundred to a few thousand tokens) reach neither peak "
+                    "at once",
     )
     interconnect_fraction: float = Field(
         default=0.85, gt=0, le=1,
