@@ -2,11 +2,12 @@
 p90 absolute error of the shipped defaults, for the rows the defaults were fitted on and the held-out rows apart.
 
     python benchmarks/bench_published.py            # the table and the error summary
-    python benchmarks/bench_published.py --fit      # refit each device's kernel overhead on its `<hw>-efficiency` rows
+    python benchmarks/bench_published.py --fit      # refit the fitted constants, each on the rows tagged for it
 
 The table is `benchmarks/published/measurements.yaml` (every row names its public source). Each row is priced
-through `build_scenario` exactly as the CLI would, with the row's hardware, model, dtypes, TP and quantised kernel;
-no row-specific constant enters a prediction. Metrics:
+through `build_scenario` exactly as the CLI would, with the row's hardware, model, dtypes, TP, quantised kernel and
+attention kernel (`attention: per-head` where the engine's decode kernel did not share K/V across a query group; the
+row cites why); no row-specific constant enters a prediction. Metrics:
 
 - decode_tokens_per_s: batch / decode step time at the context halfway through the generation;
 - ttft_s: the prefill step of the prompt;
@@ -42,7 +43,7 @@ def _scenario(row: dict, hw, batch, ctx):
     return build_scenario(hw, row["model"], batch, ctx, weight_dtype=row["weight_dtype"], kv_dtype=row.get("kv_dtype"),
                           activation_dtype=row.get("activation_dtype"), tp=row["tp"],
                           quant_group_size=row.get("quant_group_size", 128), quant_kernel=row.get("quant_kernel"),
-                          speculative=False, allow_long_context=True)
+                          attention=row.get("attention", "flash"), speculative=False, allow_long_context=True)
 
 
 def predict_row(row: dict, hw=None) -> float:
@@ -109,6 +110,26 @@ def fit_p2p_latency(rows: list[dict], hw_name: str = "a100"):
     return chosen, fit.x[0]
 
 
+def fit_overlap(rows: list[dict]):
+    """The compute-memory overlap (one value for every GPU tagged) that zeroes the median log error on the
+    `compute-memory-overlap` rows, each priced on its own device with the overlap replaced."""
+    from scipy.optimize import brentq
+
+    chosen = [r for r in rows if "compute-memory-overlap" in r.get("fitted_on", [])]
+    specs = {r["hardware"]: load_hardware(r["hardware"]) for r in chosen}
+
+    def median_log_error(overlap):
+        errors = []
+        for r in chosen:
+            base = specs[r["hardware"]]
+            hw = base.model_copy(update={"efficiency": base.efficiency.model_copy(
+                update={"compute_memory_overlap": overlap})})
+            errors.append(np.log(predict_row(r, hw) / r["measured"]))
+        return float(np.median(errors))
+
+    return chosen, brentq(median_log_error, 0.0, 1.0) if median_log_error(0.0) > 0 > median_log_error(1.0) else None
+
+
 def fit_quant_kernel(rows: list[dict], kernel_name: str):
     """The kernel efficiency (memory = compute) that zeroes the median log error on the rows tagged with its name,
     with the devices' fitted overheads in place (so run after the overhead fit has been written to the specs)."""
@@ -141,6 +162,8 @@ def main(argv=None) -> int:
             print(f"{hw}: kernel_overhead_s {x[0]:.2f}e-6 (fitted on {', '.join(r['id'] for r in chosen)})")
         chosen, latency = fit_p2p_latency(rows)
         print(f"a100 p2p all-reduce latency_s {latency:.2f}e-6 (fitted on {', '.join(r['id'] for r in chosen)})")
+        chosen, overlap = fit_overlap(rows)
+        print(f"compute_memory_overlap {overlap} (fitted on {', '.join(r['id'] for r in chosen)})")
         for kernel in ("tinygemm", "int8-weight-only", "fp8-weight-only"):
             chosen, efficiency = fit_quant_kernel(rows, kernel)
             print(f"{kernel}: efficiency {efficiency:.3f} (fitted on {', '.join(r['id'] for r in chosen)})")

@@ -40,7 +40,8 @@ def _add_deployment_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--weight-dtype", default="bf16", help="fp32, bf16, fp16, fp8, int8, int4 (default bf16)")
     p.add_argument("--kv-dtype", default=None, help="KV-cache dtype (default: the activation dtype)")
     p.add_argument("--activation-dtype", default=None, help="default: the weight dtype, bf16 for quantised weights")
-    p.add_argument("--attention", default="flash", choices=["flash", "unfused"])
+    p.add_argument("--attention", default="flash", choices=["flash", "unfused", "per-head"],
+                   help="per-head: a fused kernel without GQA sharing, K/V read once per query head (pre-XQA decode)")
     p.add_argument("--tp", default=1, help="tensor-parallel degree: the model is sharded over this many devices")
     p.add_argument("--draft-tp", default=None, help="the draft model's own tensor-parallel degree (default: --tp)")
     p.add_argument("--quant-group-size", type=int, default=128, help="weights per scale for int8/int4 (default 128)")

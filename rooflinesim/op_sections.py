@@ -29,7 +29,7 @@ class OpContext:
     """One step's resolved quantities on ONE device. B, S, q and everything derived from them may be arrays."""
 
     model: ModelSpec
-    attention: str  # 'flash' or 'unfused'
+    attention: str  # 'flash', 'unfused' or 'per-head'
     tp: int
     w: float  # stored bytes per weight, group scales included
     a: float  # bytes per activation element
@@ -137,6 +137,10 @@ def attention_ops_gqa(c: OpContext) -> list[OpCost]:
     q_dim, kv_dim = c.heads * d, kv_heads * d
     bias = model.attention_bias
     kv_read_each = c.b * kv_heads * c.kv_tokens * d * c.kv  # K (or V) of every KV head, read once per group
+    if c.attention == "per-head":
+        # a fused kernel that does not share K/V across a query group (one thread block per query head, as decode
+        # kernels did before GQA-specific ones such as TensorRT-LLM's XQA): each query head reads its K/V again
+        kv_read_each = kv_read_each * (c.heads / kv_heads)
     dims = dict(batch=c.b, heads=c.heads, kv_heads=kv_heads, q=c.q, kv_tokens=c.kv_tokens, head_dim=d)
     ops = [
         c.linear("q_proj", layers, t, c.h, q_dim, bias),
@@ -147,7 +151,7 @@ def attention_ops_gqa(c: OpContext) -> list[OpCost]:
         make_op("kv_cache_write", "elementwise", layers, 0.0, 0.0, 2 * t * kv_dim * a, 0.0, 0.0,
                 2 * t * kv_dim * c.kv, m=t, n=2 * kv_dim),
     ]
-    if c.attention == "flash":
+    if c.attention in ("flash", "per-head"):
         ops.append(make_op("attention", "attention", layers, (4 * d + FLOPS_PER_SCORE_SOFTMAX) * c.b * c.heads * c.pairs,
                            0.0, t * q_dim * a, t * q_dim * a, 2 * kv_read_each, 0.0, **dims))
     else:

@@ -30,7 +30,7 @@ from .op_sections import (
 from .units import DEFAULT_QUANT_GROUP_SIZE, get_dtype_bytes
 
 #: Attention implementations get_step_ops prices.
-ATTENTION_MODES = ("flash", "unfused")
+ATTENTION_MODES = ("flash", "unfused", "per-head")
 
 # The names these constructors had before the split (tests and older callers use them).
 _op, _linear, _collective = make_op, make_linear, make_collective
@@ -66,7 +66,7 @@ def get_step_ops(
     dequantise on the fly.
     """
     if attention not in ATTENTION_MODES:
-        raise ValueError(f"attention must be 'flash' or 'unfused', got {attention!r}")
+        raise ValueError(f"attention must be one of {', '.join(ATTENTION_MODES)}, got {attention!r}")
     c = OpContext.build(model, batch, context_tokens, new_tokens, weight_dtype, kv_dtype, activation_dtype, attention,
                         logits_for_all_tokens, tensor_parallel, quant_group_size)
     layers = model.num_layers

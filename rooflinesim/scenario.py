@@ -19,7 +19,7 @@ from typing import Sequence
 import numpy as np
 
 from .draft_heads import HEAD_KINDS, get_head_weight_bytes
-from .ops import get_kv_cache_bytes, get_step_ops
+from .ops import ATTENTION_MODES, get_kv_cache_bytes, get_step_ops
 from .registry import get_short_name, load_hardware, load_model
 from .specs import HardwareSpec, InputError, ModelSpec, Workload
 from .step import MemoryFit, check_tensor_parallel, get_memory_fit
@@ -468,8 +468,8 @@ def build_scenario(
             raise InputError(message + " (pass allow_long_context / --allow-long-context to model it anyway)")
         warnings.append(message)
     weight, kv, activation = resolve_dtypes(weight_dtype, kv_dtype, activation_dtype, hw_spec)
-    if attention not in ("flash", "unfused"):
-        raise InputError(f"attention must be 'flash' or 'unfused', got {attention!r}")
+    if attention not in ATTENTION_MODES:
+        raise InputError(f"attention must be one of {', '.join(ATTENTION_MODES)}, got {attention!r}")
     tp = check_tensor_parallel(model_spec, check_positive_int(tp, "--tp", 4096), hw_spec)
     group = check_positive_int(quant_group_size, "quantisation group size", 1 << 20)
     workload = Workload(batch=int(batch_axis[0]), context_tokens=int(context_axis[0]), weight_dtype=weight,

@@ -81,7 +81,19 @@ class Efficiency(SpecModel):
 
     memory_fraction: float = Field(gt=0, le=1)
     compute_fraction: float = Field(gt=0, le=1)
+    compute_fraction_by_dtype: dict[str, float] = Field(
+        default_factory=dict,
+        description="matmul compute fraction for a compute dtype whose best GEMMs reach a different share of its peak "
+                    "than compute_fraction's (H100 fp8: cuBLASLt reaches 0.65 of the fp8 peak where bf16 reaches 0.80)",
+    )
     kernel_overhead_s: float = Field(ge=0)
+    compute_memory_overlap: float = Field(
+        default=1.0, ge=0, le=1,
+        description="how far an op's shorter time (math or traffic) hides under the longer in the expected time: "
+                    "max(c, m) + (1 - overlap) x min(c, m); 1 is the roofline's perfect overlap, less where kernels at "
+                    "moderate intensity (prefill GEMMs of a few hundred to a few thousand tokens) reach neither peak "
+                    "at once",
+    )
     interconnect_fraction: float = Field(
         default=0.85, gt=0, le=1,
         description="achieved share of link bandwidth in collectives (nvbandwidth on 8x H200 measured 0.88 of NVLink)",
@@ -167,7 +179,7 @@ class Workload(FrozenModel):
     weight_dtype: str = "bf16"
     kv_dtype: str = "bf16"
     activation_dtype: str = "bf16"
-    attention: Literal["flash", "unfused"] = "flash"
+    attention: Literal["flash", "unfused", "per-head"] = "flash"
     tensor_parallel: int = Field(default=1, gt=0, description="devices the model is sharded over (--tp)")
     quant_group_size: int = Field(default=DEFAULT_QUANT_GROUP_SIZE, gt=0, description="int8/int4 weights per scale")
 

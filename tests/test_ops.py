@@ -89,6 +89,20 @@ def test_unfused_materialises_scores_flash_does_not():
         float(_op(unfused, "attn_scores").kv_read_bytes + _op(unfused, "attn_values").kv_read_bytes))
 
 
+@pytest.mark.parametrize("name, tp, group", [("llama-2-70b", 1, 8), ("llama-2-70b", 4, 8), ("llama-2-7b", 1, 1),
+                                            ("llama-3.1-8b", 16, 2)])
+def test_per_head_attention_reads_kv_once_per_query_head(name, tp, group):
+    """per-head (decode kernels without GQA sharing) reads K/V group-size times; FLOPs and everything else as flash.
+    At TP 16 Llama-3.1-8B keeps 2 query heads per device over a replicated KV head, so 2x, not 4x."""
+    model = load_model(name)
+    flash = get_step_ops(model, 8, 2048, 1, attention="flash", tensor_parallel=tp)
+    per_head = get_step_ops(model, 8, 2048, 1, attention="per-head", tensor_parallel=tp)
+    a, b = _op(flash, "attention"), _op(per_head, "attention")
+    assert float(b.kv_read_bytes) == pytest.approx(group * float(a.kv_read_bytes))
+    assert float(b.flops) == float(a.flops)
+    assert [op.name for op in flash] == [op.name for op in per_head]
+    assert all(float(x.bytes) == float(y.bytes) for x, y in zip(flash, per_head) if x.name != "attention")
+
 def test_dtypes_are_independent_and_compute_follows_activation_dtype():
     hw, model = load_hardware("h100"), load_model("llama-3.1-8b")
     bf16 = get_step_cost(hw, model, 1, 8192, 1, "bf16", "bf16", "bf16")

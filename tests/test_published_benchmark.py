@@ -49,3 +49,19 @@ def test_prediction_of_a_row_by_hand():
     step = rooflinesim.predict(hw="a100", model="llama-3.1-8b", batch=1, ctx=5 + 100, tp=8,
                                speculative=False).decode.step_time_s
     assert bench.predict_row(row) == pytest.approx(1 / step)
+
+
+def test_every_row_fits_the_device_it_ran_on():
+    """Each row's batch at its final context fits the whole device memory (static-batch engines preallocate exactly
+    that; vLLM's 0.9 utilisation and 3 GiB reserve are a serving default, and 5 TensorRT-LLM rows exceed it)."""
+    from rooflinesim.predict import predict_scenario
+    from rooflinesim.scenario import build_scenario
+
+    bench = _bench()
+    for row in bench.load_rows():
+        final_context = row["prompt_tokens"] + row["output_tokens"]
+        scenario = build_scenario(row["hardware"], row["model"], row["batch"], final_context,
+                                  weight_dtype=row["weight_dtype"], kv_dtype=row.get("kv_dtype"), tp=row["tp"],
+                                  quant_group_size=row.get("quant_group_size", 128), speculative=False,
+                                  allow_long_context=True, gpu_memory_utilization=1.0, memory_reserve_bytes=0)
+        assert predict_scenario(scenario).memory["fits_in_memory"], row["id"]

@@ -41,24 +41,28 @@ def test_defaults_resolved_in_the_scenario():
 
 
 def test_linears_slow_down_by_the_kernel_efficiency_by_hand():
-    """Batch 1 on an A100 every linear is memory-bound: tinygemm's linears take 1 / 0.67 of marlin's time."""
-    marlin = build_scenario("a100", "llama-3.1-8b", 1, 1024, weight_dtype="int4", quant_kernel="marlin",
+    """tinygemm scales both fractions of the linears by its efficiency (and keeps the device's overlap), so its linears
+    take 1 / efficiency of the generic kernel's time (the per-kernel overhead aside)."""
+    marlin = build_scenario("a100", "llama-3.1-8b", 1, 1024, weight_dtype="int4", quant_kernel="generic",
                             speculative=False)
     tiny = build_scenario("a100", "llama-3.1-8b", 1, 1024, weight_dtype="int4", quant_kernel="tinygemm",
                           speculative=False)
     rows = {r.name: r for r in predict_scenario(marlin).ops}
     tiny_rows = {r.name: r for r in predict_scenario(tiny).ops}
-    overhead = 32 * 3.75e-6  # the per-kernel overhead does not scale
-    assert tiny_rows["down_proj"].time_s - overhead == pytest.approx((rows["down_proj"].time_s - overhead) / 0.67)
+    overhead = 32 * load_hardware("a100").efficiency.kernel_overhead_s  # the per-kernel overhead does not scale
+    efficiency = KERNELS["tinygemm"].memory_efficiency
+    assert KERNELS["tinygemm"].compute_efficiency == efficiency
+    assert tiny_rows["down_proj"].time_s - overhead == pytest.approx((rows["down_proj"].time_s - overhead) / efficiency)
     assert tiny_rows["attention"].time_s == pytest.approx(rows["attention"].time_s)  # not a quantised linear
 
 
 def test_marlin_keeps_int4_speedup_to_batch_16_then_falls_off():
-    """Marlin README: close to the ideal speedup up to 16-32 tokens; the roofline then makes int4 compute-bound."""
+    """Marlin README: close to the ideal speedup up to 16-32 tokens; the roofline then makes int4 compute-bound and
+    the speedup falls towards 1 (bf16 GEMMs near the ridge hide part of their loads, Marlin all: 1.2x left at 256)."""
     speedup = {b: _tokens_per_s(batch=b, kernel="marlin") / _tokens_per_s(batch=b, weight="bf16")
-               for b in (1, 16, 64, 256)}
+               for b in (1, 16, 64, 128, 256)}
     assert speedup[1] > 2.2 and speedup[16] > 0.85 * speedup[1]
-    assert speedup[64] < 0.75 * speedup[1] and speedup[256] < 1.15
+    assert speedup[64] < 0.75 * speedup[1] and speedup[256] < speedup[128] < speedup[64] and speedup[256] < 1.3
     tiny = [_tokens_per_s(batch=b, kernel="tinygemm") / _tokens_per_s(batch=b, kernel="marlin") for b in (1, 64)]
     assert all(t < 1 for t in tiny)  # tinygemm never beats marlin
 

@@ -76,3 +76,39 @@ def test_vectorised_equals_scalar():
         for j, sj in enumerate([0, 4096]):
             for k, qk in enumerate([1, 5]):
                 assert grid[i, j, k] == pytest.approx(float(get_step_cost(hw, model, bi, sj, qk).step_time_s), rel=1e-12)
+
+
+def test_compute_fraction_by_dtype_applies_to_matmuls_of_that_dtype_only():
+    """H100 fp8 GEMMs run at their own fraction (0.65 of the fp8 peak); bf16 matmuls and fp32 vector work keep 0.80."""
+    hw = load_hardware("h100")
+    timing = DatasheetTiming.expected(hw)
+    assert timing.compute_fraction_by_dtype == {"fp8": 0.65}
+    linear = _linear("w", 1, 4096, 4096, 4096, 1.0, 1.0)
+    fp8 = timing.get_op_time(linear, "fp8")
+    bf16 = timing.get_op_time(linear, "bf16")
+    assert float(fp8.compute_time_s) == pytest.approx(linear.flops / (1979e12 * 0.65))
+    assert float(bf16.compute_time_s) == pytest.approx(linear.flops / (989e12 * 0.80))
+    norm = next(op for op in get_step_cost(hw, load_model("llama-3.1-8b"), 1, 0, 1, "fp8", "fp8", "fp8").ops
+                if op.kind == "norm")
+    fp32_peak = 67e12 * 0.80
+    assert float(timing.get_op_time(norm, "fp8").compute_time_s) == pytest.approx(norm.count * norm.flops / fp32_peak)
+
+
+def test_compute_memory_overlap_by_hand_and_the_roofline_keeps_max():
+    """Expected time = max(c, m) + (1 - overlap) x min(c, m) + overhead; the speed-of-light roofline stays max(c, m)."""
+    hw = load_hardware("a100")
+    assert hw.efficiency.compute_memory_overlap == 0.17
+    linear = _linear("w", 1, 128, 4096, 11008, 2.0, 2.0)  # a 128-token prefill GEMM: near the ridge
+    e = hw.efficiency
+    c = linear.flops / (312e12 * e.compute_fraction)
+    m = linear.bytes / (hw.memory_bandwidth_bytes_per_s * e.memory_fraction)
+    expected = DatasheetTiming.expected(hw).get_op_time(linear, "bf16")
+    assert float(expected.time_s) == pytest.approx(max(c, m) + 0.83 * min(c, m) + e.kernel_overhead_s)
+    roofline = DatasheetTiming.speed_of_light(hw).get_op_time(linear, "bf16")
+    light = max(linear.flops / 312e12, linear.bytes / hw.memory_bandwidth_bytes_per_s)
+    assert float(roofline.time_s) == pytest.approx(light)
+    # a spec without the field keeps the plain roofline max (overlap 1): no published prefill rows to fit it on
+    assert load_hardware("b200").efficiency.compute_memory_overlap == 1.0
+    plain = hw.model_copy(update={"efficiency": e.model_copy(update={"compute_memory_overlap": 1.0})})
+    assert float(DatasheetTiming.expected(plain).get_op_time(linear, "bf16").time_s) == pytest.approx(
+        max(c, m) + e.kernel_overhead_s)

@@ -1,18 +1,20 @@
 """The datasheet roofline: per-op time from a spec's peaks, achievable fractions and a per-kernel overhead.
 
-time per op instance = max(FLOPs / (peak x compute fraction), bytes / (bandwidth x memory fraction)) + overhead,
-applied per op and then summed (never one max over step totals). `expected` uses the spec's documented fractions and
-overhead; `speed_of_light` uses fractions of 1 and no overhead (the *roofline* time). Collectives of tensor
+time per op instance = max(c, m) + (1 - overlap) x min(c, m) + overhead, with c = FLOPs / (peak x compute fraction)
+and m = bytes / (bandwidth x memory fraction), applied per op and then summed (never one max over step totals); the
+overlap is 1 (the plain roofline max) unless the spec says how much of the shorter time its kernels fail to hide.
+`expected` uses the spec's documented fractions, overlap and overhead; `speed_of_light` uses fractions of 1, perfect
+overlap and no overhead (the *roofline* time). Collectives of tensor
 parallelism are timed by the interconnect (`collectives.get_collective_time`), whatever the timing model.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 
-from ..ops import COLLECTIVE_KINDS, OpCost
+from ..ops import COLLECTIVE_KINDS, MATMUL_KINDS, OpCost
 from ..specs import HardwareSpec
 from .base import OpTime, TimingModel, get_op_peak_flops_per_s
 from .collectives import get_collective_time
@@ -33,12 +35,18 @@ class DatasheetTiming:
     name: str = "datasheet"
     quant_kernel: QuantKernel | None = None  # scales the linears' fractions when the weights are quantised
     layer_latency_s: float = 0.0  # per-layer pipeline floor (SRAM-resident systems), added once per layer and step
+    # matmul compute fraction per compute dtype where it differs from compute_fraction (fp8 GEMMs reach a smaller share
+    # of their doubled peak than bf16 ones: the tensor cores double, the data movement feeding them does not)
+    compute_fraction_by_dtype: dict[str, float] = field(default_factory=dict)
+    # share of the shorter of an op's compute and memory times hidden under the longer (1: the roofline's max)
+    compute_memory_overlap: float = 1.0
 
     @classmethod
     def expected(cls, hw: HardwareSpec) -> "DatasheetTiming":
         e = hw.efficiency
         return cls(hw, e.compute_fraction, e.memory_fraction, e.kernel_overhead_s, name="datasheet-expected",
-                   layer_latency_s=e.layer_latency_s)
+                   layer_latency_s=e.layer_latency_s, compute_fraction_by_dtype=dict(e.compute_fraction_by_dtype),
+                   compute_memory_overlap=e.compute_memory_overlap)
 
     @classmethod
     def speed_of_light(cls, hw: HardwareSpec) -> "DatasheetTiming":
@@ -49,15 +57,25 @@ class DatasheetTiming:
         return replace(self, quant_kernel=kernel)
 
     def get_op_time(self, op: OpCost, compute_dtype: str) -> OpTime:
-        peak = get_op_peak_flops_per_s(self.hw, op, compute_dtype) * self.compute_fraction
+        fraction = self.compute_fraction
+        if op.kind in MATMUL_KINDS:
+            fraction = self.compute_fraction_by_dtype.get(compute_dtype, fraction)
+        peak = get_op_peak_flops_per_s(self.hw, op, compute_dtype) * fraction
         bandwidth = self.hw.memory_bandwidth_bytes_per_s * self.memory_fraction
+        overlap = self.compute_memory_overlap
         if self.quant_kernel is not None and op.kind in QUANTISED_KINDS:
             peak *= self.quant_kernel.compute_efficiency
             bandwidth *= self.quant_kernel.memory_efficiency
+            if self.quant_kernel.compute_memory_overlap is not None:
+                overlap = self.quant_kernel.compute_memory_overlap
         compute = op.count * op.flops / peak
         memory = op.count * op.bytes / bandwidth
         overhead = np.full_like(compute, op.count * self.kernel_overhead_s)
-        return OpTime(compute, memory, overhead, np.maximum(compute, memory) + overhead, compute > memory)
+        # a kernel hides its loads under its math only partly when neither dominates (a prefill GEMM of a few hundred
+        # tokens runs too few tiles to saturate either peak): the shorter time counts by (1 - overlap)
+        hidden = overlap * np.minimum(compute, memory)
+        total = compute + memory - hidden + overhead
+        return OpTime(compute, memory, overhead, total, compute > memory)
 
     def get_step_overhead_s(self, num_layers: int, compute_dtype: str) -> float:
         return num_layers * self.layer_latency_s
