@@ -56,6 +56,10 @@ class DatasheetTiming:
     def get_warnings(self, ops: list[OpCost], compute_dtype: str) -> list[str]:
         return []
 
+    def get_relative_sigmas(self, compute_dtype: str) -> None:
+        """No interval: nothing was measured (`TimingModel.get_relative_sigmas`)."""
+        return None
+
 
 def get_collective_time(op: OpCost, hw: HardwareSpec, bandwidth_fraction: float = 1.0) -> OpTime:
     """Ring all-reduce / all-gather of `op.comm_bytes` over N devices, alpha-beta model per instance:
