@@ -42,13 +42,11 @@ from ..units import GIB, KIB, MIB, normalize_dtype
 from .benchmarks import JOB_FAMILIES, BenchContext, Job
 from .benchmarks.bandwidth import copy_bandwidth, gemv_bandwidth, reference_gemv
 from .fit_profile import fit_dtype
-from .measurements import Results
+from .measurements import DRIFT_FLAG, Results
 from .budget import FIT_S, estimate_fixed_s
 from .plan import ALWAYS_MEASURED_M, HOLD_OUT_MODELS, Plan, check_hold_out
 from .timers import Device, Timer, get_host_cpu_model, get_torch_dtype
 
-#: a run whose reference GEMV moved by more than this (relative) is flagged in its provenance
-DRIFT_FLAG = 0.15
 
 
 # --- device queries ---------------------------------------------------------------------------------------------------

@@ -13,13 +13,13 @@ Timing practice:
 from __future__ import annotations
 
 import os
-import platform
 import time
 from dataclasses import dataclass
 from typing import Callable
 
 import torch
 
+from ..profiles import get_host_cpu_model
 from ..specs import InputError
 from .measurements import Timing
 from ..units import MIB, MILLI, NANO
@@ -45,17 +45,6 @@ class Device:
     def synchronize(self) -> None:
         if self.is_cuda:
             torch.cuda.synchronize(self.torch_device)
-
-
-def get_host_cpu_model() -> str:
-    try:
-        with open("/proc/cpuinfo") as f:
-            for line in f:
-                if line.lower().startswith("model name"):
-                    return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or platform.machine() or "unknown CPU"
 
 
 def _slugify(text: str) -> str:
