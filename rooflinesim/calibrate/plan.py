@@ -140,17 +140,28 @@ def _linear_weight_shapes(spec: ModelSpec) -> set[tuple[int, int]]:
     return {(int(op.dims["k"]), int(op.dims["n"])) for op in get_step_ops(spec, 1, 1, 1) if op.kind == "linear"}
 
 
-def check_hold_out(shapes=LINEAR_SHAPES) -> None:
-    """Raise if a calibrated weight shape (listed, or of a timed decoder) equals a weight shape of the hold-out
-    models."""
-    from ..registry import load_model
-
+def get_calibrated_shapes(shapes=LINEAR_SHAPES) -> set[tuple[int, int]]:
+    """Every weight shape a calibration may time: the listed F.linear shapes and those of the timed decoders."""
     calibrated = {tuple(shape) for shape in shapes}
     for name in DECODER_SPECS:
         calibrated |= _linear_weight_shapes(get_decoder_spec(name))
+    return calibrated
+
+
+def get_linear_weight_shapes(spec: ModelSpec) -> set[tuple[int, int]]:
+    """The (in_features, out_features) of every linear of a model."""
+    return _linear_weight_shapes(spec)
+
+
+def check_hold_out(shapes=LINEAR_SHAPES, models=()) -> None:
+    """Raise if a calibrated weight shape (listed, or of a timed decoder) equals a weight shape of the hold-out
+    models (the named ones and any `models` given, e.g. validate's randomised family)."""
+    from ..registry import load_model
+
+    calibrated = get_calibrated_shapes(shapes)
     held = set()
-    for name in HOLD_OUT_MODELS:
-        held |= _linear_weight_shapes(load_model(name))
+    for spec in [load_model(name) for name in HOLD_OUT_MODELS] + list(models):
+        held |= _linear_weight_shapes(spec)
     clash = held.intersection(calibrated)
     if clash:
         raise AssertionError(f"calibration shapes {sorted(clash)} are hold-out shapes")
