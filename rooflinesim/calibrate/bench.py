@@ -38,7 +38,7 @@ import numpy as np
 import torch
 
 from ..specs import Efficiency, HardwareSpec, MeasuredProfile, Provenance
-from ..units import GIB, KIB, MIB, normalize_dtype
+from ..units import normalize_dtype
 from .benchmarks import JOB_FAMILIES, BenchContext, Job
 from .benchmarks.bandwidth import copy_bandwidth, gemv_bandwidth, reference_gemv
 from .fit_profile import fit_dtype
@@ -53,32 +53,11 @@ from .timers import Device, Timer, get_host_cpu_model, get_torch_dtype
 
 
 def _memory_capacity(device: Device) -> float:
-    if device.is_cuda:
-        return float(torch.cuda.get_device_properties(device.torch_device).total_memory)
-    try:
-        with open("/proc/meminfo") as f:
-            for line in f:
-                if line.startswith("MemTotal:"):
-                    return float(line.split()[1]) * 1024
-    except OSError:
-        pass
-    return 16e9
+    return device.backend.total_memory_bytes()
 
 
 def _llc_bytes(device: Device) -> float:
-    if device.is_cuda:
-        return float(device.l2_bytes)
-    import glob
-
-    best = 0.0
-    for path in glob.glob("/sys/devices/system/cpu/cpu0/cache/index*/size"):
-        try:
-            text = open(path).read().strip().upper()
-            value = float(text.rstrip("KMG")) * {"K": KIB, "M": MIB, "G": GIB}.get(text[-1], 1)
-            best = max(best, value)
-        except (OSError, ValueError):
-            continue
-    return best or 32 * MIB
+    return device.backend.last_level_cache_bytes()
 
 
 def _base_hardware(device: Device) -> str:
@@ -235,6 +214,7 @@ def build_profile_spec(device: Device, profiles: dict, plans: dict, command: str
                   if quick else f"plans {levels}. ")
     if skipped:
         quick_note += f"{skipped} configurations skipped to keep the time budget. "
+    quick_note += f"SDPA kernels enabled: {', '.join(device.backend.sdpa_kernels()) or 'none reported'}. "
     prov = Provenance(
         device_kind=device.kind, device_name=device.name, host_cpu=get_host_cpu_model(),
         torch_version=torch.__version__, dtypes=dtypes, threads=device.threads, date=now, command=command,

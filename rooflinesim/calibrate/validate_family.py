@@ -53,19 +53,19 @@ def measure_family(hw, base, device: Device, dtype: str, grid: FamilyGrid, timer
     tdtype, dev = get_torch_dtype(dtype), device.torch_device
     rows = []
     for i, spec in enumerate(family):
-        model = M.build_decoder(spec, tdtype, dev, seed=100 + i)
+        decoder = M.build_decoder(spec, tdtype, dev, seed=100 + i)
         max_tokens = max(grid.contexts) + 8
         for batch in grid.batches:
-            model.setup_caches(batch, max_tokens)
+            decoder.setup_caches(batch, max_tokens)
             for context in grid.contexts:
                 tokens = torch.randint(0, spec.vocab_size, (batch, 1), device=dev)
                 start = torch.full((batch,), context, device=dev)
                 with torch.inference_mode():
-                    t = timer.time(lambda: model(tokens, start, context + 1), min_calls=min_calls,
+                    t = timer.time(lambda: decoder(tokens, start, context + 1), min_calls=min_calls,
                                    min_time_s=min_time_s, max_calls=50, warmup_s=0.0, warmup_calls=1)
                 rows.append({"kind": "decode", "model": spec.name, "batch": batch, "context_tokens": context,
                              "new_tokens": 1, "measured_s": t.estimate_s, "measured_spread": t.spread,
                              "measured_median_s": t.median_s, **price_row(hw, base, spec, dtype, batch, context)})
                 advance()
-        del model
+        decoder = None  # one family member in memory at a time
     return rows
