@@ -222,6 +222,9 @@ def _cmd_calibrate(args) -> int:
         print(f"  {dtype}: GEMV {prof.gemv_bandwidth_bytes_per_s / GIGA:.1f} GB/s, copy "
               f"{prof.copy_bandwidth_bytes_per_s / GIGA:.1f} GB/s, GEMM peak {prof.peak_flops_per_s / GIGA:.0f} GFLOP/s, "
               f"per-layer overhead {prof.layer_overhead_s / MICRO:.0f} us")
+    if "re-run in a quiet window" in prov.notes:
+        print("warning: the CPU was contended by other processes during the run (see the profile's notes); "
+              "numbers from a quiet window are more reproducible", file=sys.stderr)
     if prov.drift_flagged:
         print(f"warning: the reference measurement drifted by {prov.drift:.0%} during the run", file=sys.stderr)
     return 0

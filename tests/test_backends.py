@@ -114,3 +114,10 @@ def test_cpu_backend_times_with_the_wall_clock_and_reports_host_figures():
     assert cpu.sdpa_kernels()[0].startswith("cpu-")
     with pytest.raises(RuntimeError):
         cpu.new_event()
+
+
+def test_cpu_pressure_is_read_from_psi(tmp_path):
+    psi = tmp_path / "cpu"
+    psi.write_text("some avg10=37.50 avg60=20.00 avg300=10.00 total=123\nfull avg10=0.00 avg60=0.00 avg300=0.00 total=0\n")
+    assert bench.get_cpu_pressure(str(psi)) == pytest.approx(0.375)
+    assert bench.get_cpu_pressure(str(tmp_path / "missing")) is None

@@ -71,6 +71,24 @@ def _base_hardware(device: Device) -> str:
     return device.slug
 
 
+#: CPU pressure above which the run's host was contended (noted in the profile)
+CONTENDED = 0.2
+
+
+def get_cpu_pressure(path: str = "/proc/pressure/cpu") -> float | None:
+    """Share of the last 10 s some task waited for a CPU (Linux PSI 'some avg10', 0..1); None where unavailable.
+    On a shared machine this is the co-tenancy that stalls multi-threaded calls by whole scheduler slices."""
+    try:
+        with open(path) as f:
+            for line in f:
+                if line.startswith("some"):
+                    fields = dict(part.split("=") for part in line.split()[1:])
+                    return float(fields["avg10"]) / 100.0
+    except (OSError, ValueError, KeyError):
+        pass
+    return None
+
+
 def _family(key) -> str:
     return type(key).__name__.removesuffix("Key").lower()
 
@@ -92,6 +110,7 @@ def run_calibration(device: Device, dtypes, quick: bool, command: str, seed: int
     rng = random.Random(seed)
     torch.manual_seed(seed)
     started = time.perf_counter()
+    pressure = [get_cpu_pressure()]
     if plan is not None:
         plans = {d: plan for d in dtypes}
         speeds, budget = None, None
@@ -193,16 +212,17 @@ def run_calibration(device: Device, dtypes, quick: bool, command: str, seed: int
             f"{f} {e:.1f} / {m:.1f}" for f, (e, m) in sorted(spent.items()))
             + (f"; {skipped} configurations skipped to keep the budget" if skipped else ""))
 
+    pressure.append(get_cpu_pressure())
     profiles = {d: fit_dtype(d, results[d], bandwidth[d]["copy"], bandwidth[d]["gemv"], plans[d]) for d in dtypes}
     duration = time.perf_counter() - started
     ref = np.array(reference)
     drift = float((ref.max() - ref.min()) / np.median(ref))
     return build_profile_spec(device, profiles, plans, command, duration, drift, tuple(float(r) for r in ref),
-                              budget, skipped)
+                              budget, skipped, pressure)
 
 
 def build_profile_spec(device: Device, profiles: dict, plans: dict, command: str, duration: float, drift: float,
-                       reference: tuple, budget=None, skipped: int = 0) -> HardwareSpec:
+                       reference: tuple, budget=None, skipped: int = 0, pressure=(None,)) -> HardwareSpec:
     """The measured profile as a HardwareSpec: fitted effective peaks in the datasheet-like fields, the fitted
     `profiles` (dtype -> DtypeProfile) and the run's provenance (duration s, drift and the reference GEMV times s)
     in its `measured` block."""
@@ -214,6 +234,11 @@ def build_profile_spec(device: Device, profiles: dict, plans: dict, command: str
                   if quick else f"plans {levels}. ")
     if skipped:
         quick_note += f"{skipped} configurations skipped to keep the time budget. "
+    if any(x is not None for x in pressure):
+        quick_note += ("CPU pressure (PSI some avg10) at start / end: "
+                       + " / ".join("n/a" if x is None else f"{x:.0%}" for x in pressure)
+                       + (f" - above {CONTENDED:.0%}: other tenants stalled calls, re-run in a quiet window. "
+                          if max(x or 0.0 for x in pressure) > CONTENDED else ". "))
     quick_note += f"SDPA kernels enabled: {', '.join(device.backend.sdpa_kernels()) or 'none reported'}. "
     prov = Provenance(
         device_kind=device.kind, device_name=device.name, host_cpu=get_host_cpu_model(),
