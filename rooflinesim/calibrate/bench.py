@@ -164,7 +164,7 @@ def run_calibration(device: Device, dtypes, quick: bool, command: str, seed: int
     from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 
     console = Console(stderr=True)
-    if budget is not None and progress:
+    if budget is not None:  # the expected duration, stated up front (with or without the progress bar)
         console.print(f"[bold]calibrate[/] {device.name}: {budget.describe()}")
     spent = {}
     reference_ctx = contexts[dtypes[0]]
@@ -207,7 +207,7 @@ def run_calibration(device: Device, dtypes, quick: bool, command: str, seed: int
                 bar.advance(task, c)
         reference.append(reference_gemv(reference_ctx).estimate_s)
         bar.advance(task, ref_cost)
-    if speeds is not None and progress:
+    if speeds is not None:
         console.print("expected / measured s per family: " + ", ".join(
             f"{f} {e:.1f} / {m:.1f}" for f, (e, m) in sorted(spent.items()))
             + (f"; {skipped} configurations skipped to keep the budget" if skipped else ""))
