@@ -104,3 +104,22 @@ def test_a_configuration_costs_no_less_on_a_slower_device():
 def test_an_unknown_level_is_an_error():
     with pytest.raises(ValueError, match="unknown calibration level"):
         get_level_plan("huge", ("fp32",), CPU)
+
+
+@settings(max_examples=300, deadline=None)
+@given(seed=st.integers(0, 2**32 - 1), n=st.integers(4, 12))
+def test_fit_affine_coefficients_pass_the_profile_schema(seed, n):
+    """Regression: bvls can return -1e-39 for a coefficient at its bound, which the profile schema (>= 0) rejected
+    at the end of a whole calibration run. Every fitted number must pass AffineFit."""
+    import numpy as np
+
+    from rooflinesim.calibrate.fit import fit_affine
+    from rooflinesim.calibrate.fit_profile import _as_affine_fit
+
+    rng = np.random.default_rng(seed)
+    features = {name: rng.uniform(0.0, 1.0, n) * 10.0 ** rng.integers(0, 12) for name in ("kv_bytes", "flops",
+                                                                                        "scores")}
+    times = rng.lognormal(-9.0, 1.0, n)  # unrelated to the features: coefficients pinned at their bound
+    fit = fit_affine(features, times)
+    assert fit.overhead_s >= 0.0 and all(v >= 0.0 for v in fit.coefficients.values())
+    _as_affine_fit(fit)

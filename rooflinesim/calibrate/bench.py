@@ -155,7 +155,7 @@ def run_calibration(device: Device, dtypes, quick: bool, command: str, seed: int
     # the budget is a promise: when the run falls behind its estimate (a loaded machine), the jobs that are not
     # essential are skipped as soon as finishing the essential ones at the pace seen so far would overrun it
     deadline = (None if budget is None or budget.budget_s is None else
-                started + (budget.budget_s - spent_s) * 0.95 - FIT_S * len(dtypes) - ref_cost)
+                started + (budget.budget_s - spent_s) * 0.9 - FIT_S * len(dtypes) - ref_cost)
     essential_left = sum(c for r in rounds for _, _, c, e in r if e)
     pace = [0.0, 0.0]  # expected s, measured s of the jobs run so far
     skipped = 0
@@ -213,7 +213,10 @@ def run_calibration(device: Device, dtypes, quick: bool, command: str, seed: int
             + (f"; {skipped} configurations skipped to keep the budget" if skipped else ""))
 
     pressure.append(get_cpu_pressure())
+    fit_started = time.perf_counter()
     profiles = {d: fit_dtype(d, results[d], bandwidth[d]["copy"], bandwidth[d]["gemv"], plans[d]) for d in dtypes}
+    if speeds is not None:
+        console.print(f"fitted in {time.perf_counter() - fit_started:.1f} s ({FIT_S:.1f} s per dtype planned)")
     duration = time.perf_counter() - started
     ref = np.array(reference)
     drift = float((ref.max() - ref.min()) / np.median(ref))

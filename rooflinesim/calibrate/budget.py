@@ -32,10 +32,12 @@ from .plan import (ALWAYS_MEASURED_M, CACHE_SHAPE, DECODER_CONTEXT, ELEMENTWISE_
 LEVELS = ("full", "full-1pass", "medium", "quick", "lean", "minimal")
 #: share of the budget the plan may fill: the estimate is a model, and the fit and the file write follow the run
 SAFETY = 0.85
-#: fitting one dtype's measurements (least squares, the decoder fit pricing every decoder's ops), s
-FIT_S = 1.0
-#: the time a `--quick` run is given, s (the goal is <= 30 s wall clock, torch import included)
-QUICK_BUDGET_S = 25.0
+#: fitting one dtype's measurements (least squares, the decoder fit pricing every decoder's ops), s (0.1 s measured
+#: for two dtypes on a contended 2-core AMD EPYC; kept generous)
+FIT_S = 0.5
+#: the time a `--quick` run is given, s: the goal is <= 30 s wall clock, torch import and writing included, and on a
+#: machine whose CPU is contended the essential configurations overrun their plan by a few seconds
+QUICK_BUDGET_S = 22.0
 #: python and torch cost of one job beyond its calls (allocating inputs, the timer's bookkeeping), s
 JOB_SETUP_S = 0.002
 #: timer limits every benchmark uses (`BenchContext.time`)
@@ -189,7 +191,8 @@ def estimate_fixed_s(plan: Plan, speed: DeviceSpeed) -> float:
         + plan.bandwidth_bytes / speed.fill_bytes_per_s * 0.25
     k = 2048 if plan.quick else 4096
     sweep = (plan.rotate_bytes // (k * k * size)) * _linear_call_s(1, k, k, size, speed)
-    return pool + copy + _timed_s(sweep, plan, scale=2) + FIT_S
+    sweeps = _timed_s(sweep, plan, scale=2, min_calls=3 if plan.quick else plan.min_calls)  # bandwidth.gemv_bandwidth
+    return pool + copy + sweeps + FIT_S
 
 
 def estimate_reference_s(speed: DeviceSpeed) -> float:
