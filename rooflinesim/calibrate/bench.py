@@ -43,7 +43,9 @@ from .benchmarks import JOB_FAMILIES, BenchContext, Job
 from .benchmarks.bandwidth import copy_bandwidth, gemv_bandwidth, reference_gemv
 from .fit_profile import fit_dtype
 from .measurements import DRIFT_FLAG, Results
-from .budget import FIT_S, estimate_fixed_s
+from .probe import probe_speed
+from .budget import (FIT_S, QUICK_BUDGET_S, estimate_fixed_s, estimate_key_s, get_level_plan, is_essential,
+                     plan_for_budget)
 from .plan import ALWAYS_MEASURED_M, HOLD_OUT_MODELS, Plan, check_hold_out
 from .timers import Device, Timer, get_host_cpu_model, get_torch_dtype
 
@@ -115,9 +117,6 @@ def run_calibration(device: Device, dtypes, quick: bool, command: str, seed: int
         plans = {d: plan for d in dtypes}
         speeds, budget = None, None
     else:
-        from .budget import QUICK_BUDGET_S, get_level_plan, plan_for_budget
-        from .probe import probe_speed
-
         if quick and budget_s is None:
             budget_s = QUICK_BUDGET_S
         probe_plan = get_level_plan("quick", dtypes, device)
@@ -131,12 +130,7 @@ def run_calibration(device: Device, dtypes, quick: bool, command: str, seed: int
     bandwidth = {}
 
     def cost(d, key) -> float:  # expected seconds of a job (progress-bar weight); 1 without probes
-        if speeds is None:
-            return 1.0
-        from .budget import estimate_key_s
-        return estimate_key_s(key, plans[d], speeds[d])
-
-    from .budget import is_essential
+        return 1.0 if speeds is None else estimate_key_s(key, plans[d], speeds[d])
 
     passes = max(p.passes for p in plans.values())
     # (dtype, job, expected s, essential): a run that falls behind its budget skips what is not essential
@@ -147,7 +141,7 @@ def run_calibration(device: Device, dtypes, quick: bool, command: str, seed: int
                 for p in range(ctx.plan.passes):
                     rounds[p].append((d, job, cost(d, job.key), p == 0 and is_essential(job.key, ctx.plan)))
         small = [job for job in JOB_FAMILIES[0](ctx) if getattr(job.key, "m", 1 << 30) <= ALWAYS_MEASURED_M]
-        for extra in range(ctx.plan.small_m_extra_passes):  # where the small-M spread is large, more repeats
+        for _ in range(ctx.plan.small_m_extra_passes):  # where the small-M spread is large, more repeats
             rounds.append([(d, job, cost(d, job.key), False) for job in small])
     fixed = {d: (1.0 if speeds is None else estimate_fixed_s(plans[d], speeds[d]) - FIT_S) for d in dtypes}
     ref_cost = 1.0 if speeds is None else budget.reference_s / 3
