@@ -4,7 +4,7 @@
 # dtype). Run it in a quiet window: the profile notes the CPU pressure and the CLI warns when other processes
 # contended for the cores.
 #
-#   BUDGET=900 bash scripts/calibrate-cpu.sh          # ~15 min calibrate + ~10 min validate on a 2-core CPU
+#   BUDGET=900 bash scripts/calibrate-cpu.sh   # <= 30 s quick + <= 15 min calibrate + ~10-20 min validate + ~3-5 min quick validate (2-core CPU)
 #
 # Writes calibrate/<device-slug>.yaml, calibrate/<device-slug>-validation.{json,png} and the logs in calibrate/logs/.
 set -euo pipefail
@@ -19,7 +19,7 @@ echo "device $NAME, load: $(cut -d' ' -f1-3 /proc/loadavg), cpu pressure: $(head
     --out "/tmp/$NAME-quick.yaml" 2>&1 | tee "$LOGS/calibrate-quick.log"
 timeout $((BUDGET + 300)) python3 -m rooflinesim.cli calibrate --budget "$BUDGET" --no-progress \
     --out "calibrate/$NAME.yaml" 2>&1 | tee "$LOGS/calibrate.log"
-timeout 1800 python3 -m rooflinesim.cli validate --profile "calibrate/$NAME.yaml" --out-dir calibrate --no-progress \
+timeout 2400 python3 -m rooflinesim.cli validate --profile "calibrate/$NAME.yaml" --out-dir calibrate --no-progress \
     2>&1 | tee "$LOGS/validate.log"
-timeout 900 python3 -m rooflinesim.cli validate --quick --profile "/tmp/$NAME-quick.yaml" --out-dir /tmp \
+timeout 1200 python3 -m rooflinesim.cli validate --quick --profile "/tmp/$NAME-quick.yaml" --out-dir /tmp \
     --no-progress 2>&1 | tee "$LOGS/validate-quick.log"
