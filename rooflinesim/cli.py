@@ -163,7 +163,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--device", default="auto", help="auto, cpu or cuda (default auto)")
     p.add_argument("--dtype", default="fp32,bf16", help="compute dtypes to measure, e.g. bf16,fp32 (default fp32,bf16)")
     p.add_argument("--threads", type=int, default=None, help="CPU threads (default: torch's; recorded in the profile)")
-    p.add_argument("--quick", action="store_true", help="fewer shapes and points, smaller working sets (<= 30 s on a 2-core CPU)")
+    p.add_argument("--quick", action="store_true", help="a run sized to <= 30 s on any CPU (the quick plan or less)")
+    p.add_argument("--budget", type=float, default=None, metavar="SECONDS",
+                   help="size the run to this many seconds: probe the device, then fit the grid and repetitions")
+    p.add_argument("--merge", nargs="+", default=None, metavar="PROFILE",
+                   help="combine profiles of the same device into --out (no measuring; narrows the intervals)")
     p.add_argument("--out", default=None, help="profile path (default calibrate/<device-name>.yaml)")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
@@ -198,6 +202,31 @@ def _check_threads(threads) -> None:
         raise InputError(f"--threads must be a positive integer, got {threads}")
 
 
+def _process_age_s() -> float:
+    """Seconds since this process started (the torch import counts against a calibration budget); 0 if unknown."""
+    import os
+
+    try:
+        start_ticks = float(open("/proc/self/stat").read().rsplit(")", 1)[1].split()[19])
+        uptime_s = float(open("/proc/uptime").read().split()[0])
+        return max(uptime_s - start_ticks / os.sysconf("SC_CLK_TCK"), 0.0)
+    except (OSError, ValueError, IndexError):
+        return 0.0
+
+
+def _cmd_merge(args) -> int:
+    from .calibrate.merge import merge_profile_files
+
+    if not args.out:
+        raise InputError("--merge needs --out PATH for the combined profile")
+    if len(args.merge) < 2:
+        raise InputError("--merge needs at least two profiles, e.g. --merge a.yaml b.yaml --out c.yaml")
+    spec = merge_profile_files(args.merge, args.out)
+    prov = spec.measured.provenance
+    print(f"wrote {args.out} ({prov.device_name}, {', '.join(prov.dtypes)}, {len(args.merge)} runs merged)")
+    return 0
+
+
 def _cmd_calibrate(args) -> int:
     import shlex
     from pathlib import Path
@@ -205,6 +234,10 @@ def _cmd_calibrate(args) -> int:
     from .fileio import check_output_path
     from .units import normalize_dtype
 
+    if args.merge:
+        return _cmd_merge(args)
+    if args.budget is not None and not args.budget > 0:
+        raise InputError(f"--budget must be a positive number of seconds, got {args.budget}")
     _import_torch_or_fail()
     _check_threads(args.threads)
     dtypes = tuple(dict.fromkeys(normalize_dtype(d) for d in args.dtype.split(",") if d.strip()))
@@ -221,7 +254,8 @@ def _cmd_calibrate(args) -> int:
     check_output_path(out, "profile (--out)", (".yaml", ".yml"), create_parent=True)
     command = "rooflinesim " + " ".join(shlex.quote(a) for a in sys.argv[1:]) if sys.argv[1:2] == ["calibrate"] else (
         "rooflinesim calibrate")
-    spec = run_calibration(device, dtypes, args.quick, command, seed=args.seed, progress=not args.no_progress)
+    spec = run_calibration(device, dtypes, args.quick, command, seed=args.seed, progress=not args.no_progress,
+                           budget_s=args.budget, spent_s=_process_age_s())
     write_profile(spec, out)
     prov = spec.measured.provenance
     print(f"wrote {out} ({prov.device_name}, {', '.join(prov.dtypes)}, {prov.duration_s:.1f} s, "
@@ -230,6 +264,9 @@ def _cmd_calibrate(args) -> int:
         print(f"  {dtype}: GEMV {prof.gemv_bandwidth_bytes_per_s / GIGA:.1f} GB/s, copy "
               f"{prof.copy_bandwidth_bytes_per_s / GIGA:.1f} GB/s, GEMM peak {prof.peak_flops_per_s / GIGA:.0f} GFLOP/s, "
               f"per-layer overhead {prof.layer_overhead_s / MICRO:.0f} us")
+    if "re-run in a quiet window" in prov.notes:
+        print("warning: the CPU was contended by other processes during the run (see the profile's notes); "
+              "numbers from a quiet window are more reproducible", file=sys.stderr)
     if prov.drift_flagged:
         print(f"warning: the reference measurement drifted by {prov.drift:.0%} during the run", file=sys.stderr)
     return 0

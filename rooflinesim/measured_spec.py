@@ -48,6 +48,8 @@ class Provenance(SpecModel):
     drift_flagged: bool
     reference_s: FloatTuple = ()
     notes: str = ""
+    budget_s: Optional[float] = Field(None, gt=0, description="the time budget the run was sized to (s)")
+    planned_s: Optional[float] = Field(None, ge=0, description="the run's duration estimated before it started (s)")
 
 
 class LinearTable(SpecModel):
@@ -122,6 +124,8 @@ class DtypeProfile(SpecModel):
                     "slower inside a forward pass than in a loop of their own",
     )
     residuals: dict[str, float] = Field(default_factory=dict)
+    runs: Optional[int] = Field(None, ge=1, description="calibration runs pooled into this profile (`calibrate "
+                                                       "--merge`); absent: one")
 
     @field_validator("attention")
     @classmethod

@@ -41,6 +41,9 @@ class StepSummary:
     kv_share_of_bytes: float
     new_tokens_per_sequence: int
     context_tokens: int
+    # the 90 % prediction interval of step_time_s (s) under a measured profile; None under the datasheet roofline
+    step_time_s_low: float | None = None
+    step_time_s_high: float | None = None
 
     @classmethod
     def from_step(cls, step: StepCost, new_tokens: int, context_tokens: int) -> "StepSummary":
@@ -61,6 +64,8 @@ class StepSummary:
             kv_share_of_bytes=(_scalar(step.kv_read_bytes) + _scalar(step.kv_write_bytes)) / total_bytes,
             new_tokens_per_sequence=new_tokens,
             context_tokens=context_tokens,
+            step_time_s_low=None if step.sigmas is None else _scalar(step.step_time_s_low),
+            step_time_s_high=None if step.sigmas is None else _scalar(step.step_time_s_high),
         )
 
 

@@ -86,4 +86,32 @@ def apply_calibration(hw_spec: HardwareSpec, path: str | Path | HardwareSpec) ->
     return hw_spec.model_copy(update={"measured": measured}), warnings
 
 
-__all__ = ["load_profile", "dump_profile_yaml", "write_profile", "apply_calibration"]
+def get_host_cpu_model(cpuinfo: str | Path = "/proc/cpuinfo") -> str:
+    """This machine's CPU model name, read from /proc/cpuinfo (never through torch: this is on the predict path);
+    the platform's processor name where there is no /proc."""
+    import platform
+
+    try:
+        with open(cpuinfo) as f:
+            for line in f:
+                if line.lower().startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine() or "unknown CPU"
+
+
+def get_host_notice(measured, host_cpu: str | None = None) -> list[str]:
+    """One line naming the device a profile's numbers describe, when it was measured on another host than this one
+    (its recorded host CPU differs); nothing when it is this machine's."""
+    prov = measured.provenance
+    here = host_cpu if host_cpu is not None else get_host_cpu_model()
+    if prov.host_cpu.strip() == here.strip():
+        return []
+    return [f"profile {measured.profile_name} describes {prov.device_name} ({prov.device_kind}, {prov.threads} threads, "
+            f"host {prov.host_cpu}, measured {prov.date[:10]}), not this machine ({here}): its times are that "
+            "device's"]
+
+
+__all__ = ["load_profile", "dump_profile_yaml", "write_profile", "apply_calibration", "get_host_cpu_model",
+           "get_host_notice"]

@@ -14,8 +14,10 @@ def to_json(prediction: Prediction) -> str:
 
 
 def _step_line(label: str, step: StepSummary, batch: int) -> str:
+    interval = ("" if step.step_time_s_low is None else
+                f" (90 % interval {format_seconds(step.step_time_s_low)} - {format_seconds(step.step_time_s_high)})")
     return (
-        f"{label}: {format_seconds(step.step_time_s)} per step expected "
+        f"{label}: {format_seconds(step.step_time_s)}{interval} per step expected "
         f"(speed of light {format_seconds(step.roofline_step_time_s)}), "
         f"{step.tokens_per_s:,.0f} tok/s, {format_flops(step.flops)} / {format_bytes(step.bytes)} "
         f"= {step.arithmetic_intensity:.3g} FLOP/B, {step.bound}-bound"

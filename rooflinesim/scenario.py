@@ -458,6 +458,10 @@ def build_scenario(
 
         hw_spec, calibration_warnings = apply_calibration(hw_spec, calibration)
         warnings += calibration_warnings
+    if hw_spec.measured is not None:  # a profile from another host is legitimate, but say whose numbers these are
+        from .profiles import get_host_notice
+
+        warnings += get_host_notice(hw_spec.measured)
     model_spec = load_model(model)
     batch_axis, context_axis = check_batch_axis(batch), check_context_axis(ctx)
     too_long = context_axis[context_axis > model_spec.max_context_tokens]

@@ -20,8 +20,8 @@ import numpy as np
 from .acceptance import expected_tokens_iid
 from .scenario import Scenario
 from .draft_heads import get_head_ops
-from .step import get_ops_time_s, get_workload_step
-from .timing import TimingModel
+from .step import StepCost, get_ops_time_s, get_ratio_rel_sigma, get_rel_sigma, get_workload_step
+from .timing import Z90, TimingModel
 
 
 def get_expected_tokens(k, alpha=None, alpha_per_position=None) -> np.ndarray:
@@ -102,6 +102,49 @@ class SpeculativeGrid:
     step_time_s: np.ndarray
     speedup: np.ndarray
     fits_in_memory: np.ndarray
+    #: relative 1-sigma errors under a measured profile (None under the datasheet roofline): each step, the
+    #: speculative step (k drafts + verify, correlated within an op family) and the speedup (shared terms cancel)
+    draft_rel_sigma: np.ndarray | None = None
+    verify_rel_sigma: np.ndarray | None = None
+    step_rel_sigma: np.ndarray | None = None
+    speedup_rel_sigma: np.ndarray | None = None
+
+
+def _scaled_families(families: dict, scale) -> dict:
+    return {f: t * scale for f, t in families.items()}
+
+
+def _interval(scenario: Scenario, decode: StepCost, verify: StepCost, k, draft, target_decode, step, batch,
+              context_tokens) -> dict:
+    """The relative errors of the draft, verify and speculative steps and of the speedup (see SpeculativeGrid)."""
+    sigmas = decode.sigmas
+    drafter = scenario.drafter
+    decode_families = decode.priced_time_s
+    if drafter.kind == "model":  # the drafter's ops have other weight shapes: parts of their own
+        draft_step = get_workload_step(scenario.hardware, drafter.model, scenario.draft_workload, 1, scenario.timing,
+                                       context_tokens, batch)
+        draft_families = {(family, f"draft:{name}"): t * (draft / draft_step.step_time_s)
+                          for (family, name), t in draft_step.priced_time_s.items()}
+    elif drafter.kind == "head":  # a fraction of the target's layers: the target's family mix
+        draft_families = _scaled_families(decode_families, draft / decode.step_time_s)
+    else:  # n-gram drafts are free
+        draft_families = {}
+    k = np.asarray(k, dtype=float)
+    verify_time = np.where(k > 0, np.maximum(verify.step_time_s, decode.step_time_s), decode.step_time_s)
+    verify_parts = verify.priced_time_s
+    verify_families = {f: np.where(k > 0, verify_parts.get(f, 0.0), decode_families.get(f, 0.0))
+                       for f in set(verify_parts) | set(decode_families)}
+    draft_share = (step - verify_time) / np.where(draft > 0, draft, 1.0)  # k (+ a^k for the extra pass)
+    step_families = {f: verify_families.get(f, 0.0) + draft_share * draft_families.get(f, 0.0)
+                     for f in set(verify_families) | set(draft_families)}
+    speedup = get_ratio_rel_sigma(decode_families, decode.step_time_s, step_families, step, sigmas)
+    return {
+        "draft_rel_sigma": (get_rel_sigma(draft_families, draft, sigmas) if draft_families
+                            else np.zeros_like(np.asarray(draft, dtype=float))),
+        "verify_rel_sigma": get_rel_sigma(verify_families, verify_time, sigmas),
+        "step_rel_sigma": get_rel_sigma(step_families, step, sigmas),
+        "speedup_rel_sigma": np.where(k > 0, speedup, 0.0),  # k = 0 is plain decoding: exactly 1x
+    }
 
 
 def _loop_timings(scenario: Scenario, decode) -> tuple[TimingModel, TimingModel]:
@@ -134,7 +177,8 @@ def price_speculation(scenario: Scenario, batch=None, context_tokens=None, k=Non
     cold = get_draft_step_time_s(scenario, draft_timing, batch, context_tokens, decode)
     warm = get_draft_step_time_s(scenario, scenario.timing, batch, context_tokens, decode)
     draft = (cold + np.maximum(k - 1, 0) * warm) / np.maximum(k, 1)
-    verify = get_workload_step(hw, scenario.model, w, k + 1, verify_timing, context_tokens, batch).step_time_s
+    verify_step = get_workload_step(hw, scenario.model, w, k + 1, verify_timing, context_tokens, batch)
+    verify = verify_step.step_time_s
     # a measured profile can price k + 1 tokens below one (the kernel library picks a faster GEMM for some larger M:
     # a real saw-tooth of CPU tables); speculation is never credited with it, so speedup <= E holds everywhere
     verify = np.maximum(verify, target_decode)
@@ -143,9 +187,11 @@ def price_speculation(scenario: Scenario, batch=None, context_tokens=None, k=Non
     all_accepted = get_all_accepted_probability(k, alpha, per_position) if scenario.extra_draft_pass else None
     step = get_speculative_step_time_s(k, draft, verify, all_accepted, scenario.extra_draft_pass)
     fits = scenario.get_memory_fit(batch, context_tokens, k).fits_in_memory
+    interval = {} if decode.sigmas is None else _interval(scenario, decode, verify_step, k, draft, target_decode,
+                                                           step, batch, context_tokens)
     return SpeculativeGrid(
         batch, context_tokens, k, None if alpha is None else np.asarray(alpha), target_decode, cold, warm, draft,
-        verify, expected, step, get_speedup(expected, target_decode, step), fits,
+        verify, expected, step, get_speedup(expected, target_decode, step), fits, **interval,
     )
 
 
@@ -190,6 +236,12 @@ class SpeculativeResult:
     best_speedup: float
     k_table: list[dict] = field(default_factory=list)
     acceptance_source: str | None = None  # a measured or published acceptance: where it came from
+    #: 90 % prediction intervals ((low, high) s, or x for the speedup) under a measured profile; None under the
+    #: datasheet roofline
+    draft_step_interval: tuple[float, float] | None = None
+    verify_step_interval: tuple[float, float] | None = None
+    step_interval: tuple[float, float] | None = None
+    speedup_interval: tuple[float, float] | None = None
 
     def to_dict(self) -> dict:
         return {
@@ -212,7 +264,24 @@ class SpeculativeResult:
             "best_speedup": self.best_speedup,
             "speedup_by_k": self.k_table,
             "acceptance_source": self.acceptance_source,
+            **_interval_keys("draft_step_time_s", self.draft_step_interval),
+            **_interval_keys("verify_step_time_s", self.verify_step_interval),
+            **_interval_keys("step_time_s", self.step_interval),
+            **_interval_keys("speedup", self.speedup_interval),
         }
+
+
+def _interval_keys(name: str, interval: tuple[float, float] | None) -> dict:
+    """`<name>_low` / `<name>_high`: always present, null without an interval (the datasheet roofline)."""
+    low, high = interval if interval is not None else (None, None)
+    return {f"{name}_low": low, f"{name}_high": high}
+
+
+def get_interval(value: float, rel_sigma) -> tuple[float, float] | None:
+    """The 90 % interval value x exp(-/+ 1.645 sigma) (log-symmetric: errors are ratios); None without a sigma."""
+    if rel_sigma is None:
+        return None
+    return (value * float(np.exp(-Z90 * rel_sigma)), value * float(np.exp(Z90 * rel_sigma)))
 
 
 def analyse_speculation(scenario: Scenario) -> SpeculativeResult:
@@ -228,6 +297,10 @@ def analyse_speculation(scenario: Scenario) -> SpeculativeResult:
     best = int(get_best_k_index(speedups, fits, axis=0))
     chosen = best if scenario.k is None else int(np.flatnonzero(ks == scenario.k)[0])
     expected, steps, drafts = by_k(grid.expected_tokens), by_k(grid.step_time_s), by_k(grid.draft_step_time_s)
+
+    def sigma_at_chosen(values):
+        return None if values is None else float(by_k(values)[chosen])
+
     table = [{"k": int(kk), "expected_tokens": float(e), "step_time_s": float(t), "speedup": float(s),
               "fits_in_memory": bool(f)}
              for kk, e, t, s, f in zip(ks, expected, steps, speedups, fits)]
@@ -244,6 +317,11 @@ def analyse_speculation(scenario: Scenario) -> SpeculativeResult:
         verify_step_time_s=float(by_k(grid.verify_step_time_s)[chosen]),
         step_time_s=float(steps[chosen]), speedup=float(speedups[chosen]), fits_in_memory=bool(fits[chosen]),
         best_k=int(ks[best]), best_speedup=float(speedups[best]), k_table=table, acceptance_source=acceptance.source,
+        draft_step_interval=get_interval(float(drafts[chosen]), sigma_at_chosen(grid.draft_rel_sigma)),
+        verify_step_interval=get_interval(float(by_k(grid.verify_step_time_s)[chosen]),
+                                          sigma_at_chosen(grid.verify_rel_sigma)),
+        step_interval=get_interval(float(steps[chosen]), sigma_at_chosen(grid.step_rel_sigma)),
+        speedup_interval=get_interval(float(speedups[chosen]), sigma_at_chosen(grid.speedup_rel_sigma)),
     )
 
 
@@ -274,3 +352,9 @@ def render_speculative(result: SpeculativeResult, console) -> None:
         f"E = {result.expected_tokens:.3f} tokens -> speedup {result.speedup:.3f}x "
         f"(best k = {result.best_k}: {result.best_speedup:.3f}x)"
     )
+    if result.speedup_interval is not None:
+        (dl, dh), (vl, vh), (sl, sh) = result.draft_step_interval, result.verify_step_interval, result.step_interval
+        console.print(
+            f"  90 % intervals: draft step {format_seconds(dl)} - {format_seconds(dh)}, verify {format_seconds(vl)}"
+            f" - {format_seconds(vh)}, step {format_seconds(sl)} - {format_seconds(sh)}, speedup "
+            f"{result.speedup_interval[0]:.2f}x - {result.speedup_interval[1]:.2f}x")

@@ -11,7 +11,7 @@ import numpy as np
 
 from .ops import OpCost, get_activation_bytes, get_kv_cache_bytes, get_step_ops
 from .units import DEFAULT_QUANT_GROUP_SIZE
-from .timing import DatasheetTiming, OpTime, TimingModel, get_op_time
+from .timing import Z90, DatasheetTiming, OpTime, RelativeSigmas, TimingModel, get_op_family, get_op_time
 from .specs import HardwareSpec, InputError, ModelSpec, Workload
 
 
@@ -24,10 +24,42 @@ class StepCost:
     roofline: list[OpTime]
     tokens: np.ndarray  # new tokens in the step (B x q)
     step_overhead_s: float
+    sigmas: RelativeSigmas | None = None  # a measured model's relative errors; None: no interval (datasheet)
 
     @property
     def step_time_s(self) -> np.ndarray:
         return sum(t.time_s for t in self.expected) + self.step_overhead_s
+
+    # --- the prediction interval ---------------------------------------------------------------------------------
+    # An op's `count` instances (the same projection in every layer) are priced by the same table point or fit, so
+    # their errors add linearly; different ops are priced by different points (another weight shape, another M) and
+    # their errors add in quadrature (root-sum-square), each with its family's relative error; the shared term
+    # (drift, the in-model scale) moves the whole step. A step's relative 1-sigma error is therefore
+    #     sqrt(sum_op (T_op sigma_family(op))^2) / T  (+)  sigma_shared,
+    # and its 90 % interval T exp(-/+ 1.645 sigma): log-symmetric, as the errors are ratios and times stay positive.
+
+    @property
+    def priced_time_s(self) -> dict[tuple[str, str], np.ndarray]:
+        """Expected time of each op (all its instances), keyed by (family, op name): the units whose errors are
+        independent (s)."""
+        return {(get_op_family(op), op.name): t.time_s for op, t in zip(self.ops, self.expected)}
+
+    @property
+    def rel_sigma(self) -> np.ndarray | None:
+        """The step time's relative 1-sigma error; None where the timing model has no interval."""
+        if self.sigmas is None:
+            return None
+        return get_rel_sigma(self.priced_time_s, self.step_time_s, self.sigmas)
+
+    @property
+    def step_time_s_low(self) -> np.ndarray | None:
+        """Lower end of the 90 % prediction interval (s); None without one."""
+        return None if self.sigmas is None else self.step_time_s * np.exp(-Z90 * self.rel_sigma)
+
+    @property
+    def step_time_s_high(self) -> np.ndarray | None:
+        """Upper end of the 90 % prediction interval (s); None without one."""
+        return None if self.sigmas is None else self.step_time_s * np.exp(Z90 * self.rel_sigma)
 
     @property
     def roofline_step_time_s(self) -> np.ndarray:
@@ -86,6 +118,28 @@ class StepCost:
         return self.tokens / self.step_time_s
 
 
+def get_rel_sigma(priced_time_s: dict[tuple[str, str], np.ndarray], total_s, sigmas: RelativeSigmas) -> np.ndarray:
+    """Relative 1-sigma error of a time made of these independently priced parts ((family, name) -> s: one step's
+    ops, or those of the k draft steps and the verify of a speculative step, where the same op of the same model
+    is one part): sqrt(sum_part (T_part sigma_family)^2) / T (+) sigma_shared."""
+    absolute = sum((sigmas.by_family.get(key[0], 0.0) * t) ** 2 for key, t in priced_time_s.items())
+    return np.hypot(np.sqrt(absolute) / total_s, sigmas.shared)
+
+
+def get_ratio_rel_sigma(num_parts: dict, num_s, den_parts: dict, den_s, sigmas: RelativeSigmas) -> np.ndarray:
+    """Relative 1-sigma error of num / den (e.g. the speculative speedup E x T_decode / T_step). The shared term
+    cancels; a part's fit error (the same weight shape in both) moves both by its share of each,
+    d ln(ratio) = sum_part e_part (share_num - share_den); per-call noise is independent between the two and adds
+    in quadrature."""
+    keys = set(num_parts) | set(den_parts)
+    share_num = {key: num_parts.get(key, 0.0) / num_s for key in keys}
+    share_den = {key: den_parts.get(key, 0.0) / den_s for key in keys}
+    fit = sum((sigmas.fit(key[0]) * (share_num[key] - share_den[key])) ** 2 for key in keys)
+    noise = sum(sigmas.noise_by_family.get(key[0], 0.0) ** 2 * (share_num[key] ** 2 + share_den[key] ** 2)
+                for key in keys)
+    return np.sqrt(fit + noise)
+
+
 def get_step_cost(
     hw: HardwareSpec,
     model: ModelSpec,
@@ -119,6 +173,7 @@ def get_step_cost(
         roofline=[get_op_time(sol, hw, op, activation_dtype) for op in ops],
         tokens=tokens,
         step_overhead_s=timing.get_step_overhead_s(model.num_layers, activation_dtype),
+        sigmas=timing.get_relative_sigmas(activation_dtype),
     )
 
 

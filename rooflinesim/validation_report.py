@@ -55,6 +55,10 @@ class StepRow(_Strict):
     measured_median_s: Seconds = Field(description="plain median of the calls")
     predicted_s: Seconds = Field(description="calibrated prediction (the measured profile)")
     roofline_s: Seconds = Field(description="uncalibrated speed-of-light roofline of the datasheet spec")
+    model: Optional[str] = Field(None, description="the row's model when it is not the report's target or draft: a "
+                                                   "member of the randomised hold-out family")
+    predicted_low_s: Optional[Seconds] = Field(None, description="90 % prediction interval, low end")
+    predicted_high_s: Optional[Seconds] = Field(None, description="90 % prediction interval, high end")
 
 
 class ErrorSummary(_Strict):
@@ -70,11 +74,23 @@ class KindSummary(_Strict):
     roofline: ErrorSummary
 
 
+class Coverage(_Strict):
+    """How often the measurement fell inside the calibrated 90 % prediction interval (goal: >= 80 %)."""
+
+    nominal: float = Field(gt=0, lt=1, description="the intervals' nominal coverage")
+    steps: float = Field(ge=0, le=1, description="share of the step rows with low <= measured <= high")
+    steps_n: int = Field(ge=0)
+    speedup: Optional[float] = Field(None, ge=0, le=1, description="the same for the speculative speedups")
+    speedup_n: int = Field(0, ge=0)
+
+
 class Summary(_Strict):
     calibrated: ErrorSummary = Field(description="predicted_s vs measured_s")
     roofline: ErrorSummary = Field(description="roofline_s vs measured_s")
     calibrated_vs_plain_median: ErrorSummary = Field(description="predicted_s vs measured_median_s")
     by_kind: dict[StepKind, KindSummary]
+    hold_out_family: Optional[KindSummary] = Field(None, description="the randomised hold-out family's rows alone")
+    coverage: Optional[Coverage] = None
 
 
 class SpeculativeRow(_Strict):
@@ -94,6 +110,8 @@ class SpeculativeRow(_Strict):
     measured_iteration_s: Seconds
     predicted_decode_s: Seconds
     predicted_iteration_s: Seconds
+    predicted_speedup_low: Optional[Speedup] = Field(None, description="90 % prediction interval, low end")
+    predicted_speedup_high: Optional[Speedup] = Field(None, description="90 % prediction interval, high end")
 
 
 class BreakEven(_Strict):
@@ -236,4 +254,26 @@ def validation_report_json(report: ValidationReport) -> str:
     data = report.model_dump(mode="json")
     if data["by_dtype"] is None:
         del data["by_dtype"]
+    for one in [data] + list((data.get("by_dtype") or {}).values()):
+        _drop_absent(one)
     return json.dumps(data, indent=2, allow_nan=False) + "\n"
+
+
+#: optional fields added after the first reports: written only when present, so older reports round-trip as they are
+_OPTIONAL = {"configs": ("model", "predicted_low_s", "predicted_high_s"),
+             "speculative": ("predicted_speedup_low", "predicted_speedup_high")}
+_OPTIONAL_SUMMARY = ("hold_out_family", "coverage")
+
+
+def _drop_absent(report: dict) -> None:
+    for section, keys in _OPTIONAL.items():
+        for row in report.get(section) or []:
+            for key in keys:
+                if row.get(key, 0) is None:
+                    del row[key]
+    for key in _OPTIONAL_SUMMARY:
+        if report["summary"].get(key, 0) is None:
+            del report["summary"][key]
+    coverage = report["summary"].get("coverage")
+    if coverage is not None and coverage.get("speedup", 0) is None:
+        del coverage["speedup"]

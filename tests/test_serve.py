@@ -63,13 +63,13 @@ def test_vanishing_load_tpot_is_predicts_step_time_over_e(policy, k):
 # --- Little's law and saturation ----------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("rate", [5.0, 20.0])
+@pytest.mark.parametrize("rate", [5.0, 16.0])
 def test_littles_law_mean_in_system_is_rate_times_mean_latency(rate):
     """The time-average of waiting + running requests read from the step timeline (bookkeeping independent of the
     per-request latencies: it counts a request from the first step after its arrival) equals the measured arrival
     rate (requests / run duration) x the mean latency, within 2 %. The measured rate, not the nominal one: 3000
     Poisson arrivals carry 1.8 % of sampling noise in their own rate, and a window inside the run has edge effects
-    of mean latency / window (4 % here at rate 20)."""
+    of mean latency / window (a few % here at rate 16, which loads the engine without overloading it)."""
     result = simulate(_scenario(), _requests(3000, rate, "uniform:128:2048", "uniform:16:512"), "dynamic")
     summary = result.get_summary()
     measured_rate = result.arrival_s.size / result.duration_s

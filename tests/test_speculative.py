@@ -57,6 +57,9 @@ class _FlatVerify:
     def get_warnings(self, ops, compute_dtype):
         return []
 
+    def get_relative_sigmas(self, compute_dtype):
+        return None
+
 
 def test_full_model_with_flat_verify_reduces_to_leviathan():
     import dataclasses

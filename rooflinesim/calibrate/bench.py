@@ -38,48 +38,28 @@ import numpy as np
 import torch
 
 from ..specs import Efficiency, HardwareSpec, MeasuredProfile, Provenance
-from ..units import GIB, KIB, MIB, normalize_dtype
+from ..units import normalize_dtype
 from .benchmarks import JOB_FAMILIES, BenchContext, Job
 from .benchmarks.bandwidth import copy_bandwidth, gemv_bandwidth, reference_gemv
 from .fit_profile import fit_dtype
-from .measurements import Results
-from .plan import HOLD_OUT_MODELS, Plan, check_hold_out
+from .measurements import DRIFT_FLAG, Results
+from .probe import probe_speed
+from .budget import (FIT_S, QUICK_BUDGET_S, estimate_fixed_s, estimate_key_s, get_level_plan, is_essential,
+                     plan_for_budget)
+from .plan import ALWAYS_MEASURED_M, HOLD_OUT_MODELS, Plan, check_hold_out
 from .timers import Device, Timer, get_host_cpu_model, get_torch_dtype
 
-#: a run whose reference GEMV moved by more than this (relative) is flagged in its provenance
-DRIFT_FLAG = 0.15
 
 
 # --- device queries ---------------------------------------------------------------------------------------------------
 
 
 def _memory_capacity(device: Device) -> float:
-    if device.is_cuda:
-        return float(torch.cuda.get_device_properties(device.torch_device).total_memory)
-    try:
-        with open("/proc/meminfo") as f:
-            for line in f:
-                if line.startswith("MemTotal:"):
-                    return float(line.split()[1]) * 1024
-    except OSError:
-        pass
-    return 16e9
+    return device.backend.total_memory_bytes()
 
 
 def _llc_bytes(device: Device) -> float:
-    if device.is_cuda:
-        return float(device.l2_bytes)
-    import glob
-
-    best = 0.0
-    for path in glob.glob("/sys/devices/system/cpu/cpu0/cache/index*/size"):
-        try:
-            text = open(path).read().strip().upper()
-            value = float(text.rstrip("KMG")) * {"K": KIB, "M": MIB, "G": GIB}.get(text[-1], 1)
-            best = max(best, value)
-        except (OSError, ValueError):
-            continue
-    return best or 32 * MIB
+    return device.backend.last_level_cache_bytes()
 
 
 def _base_hardware(device: Device) -> str:
@@ -93,77 +73,176 @@ def _base_hardware(device: Device) -> str:
     return device.slug
 
 
+#: CPU pressure above which the run's host was contended (noted in the profile)
+CONTENDED = 0.2
+
+
+def get_cpu_pressure(path: str = "/proc/pressure/cpu") -> float | None:
+    """Share of the last 10 s some task waited for a CPU (Linux PSI 'some avg10', 0..1); None where unavailable.
+    On a shared machine this is the co-tenancy that stalls multi-threaded calls by whole scheduler slices."""
+    try:
+        with open(path) as f:
+            for line in f:
+                if line.startswith("some"):
+                    fields = dict(part.split("=") for part in line.split()[1:])
+                    return float(fields["avg10"]) / 100.0
+    except (OSError, ValueError, KeyError):
+        pass
+    return None
+
+
+def _family(key) -> str:
+    return type(key).__name__.removesuffix("Key").lower()
+
+
 def run_calibration(device: Device, dtypes, quick: bool, command: str, seed: int = 0, progress: bool = True,
-                    plan: Plan | None = None) -> HardwareSpec:
-    """Measure, fit and return the profile (a HardwareSpec with a `measured` block); writing is the caller's."""
+                    plan: Plan | None = None, budget_s: float | None = None, spent_s: float = 0.0) -> HardwareSpec:
+    """Measure, fit and return the profile (a HardwareSpec with a `measured` block); writing is the caller's.
+
+    Without `plan`, the device is probed first (`probe.probe_speed`, per dtype) and each dtype's plan sized to
+    `budget_s` (`budget.plan_for_budget`; `--quick` means QUICK_BUDGET_S and never more than the quick plan; no
+    budget: the full plan, its expected duration stated up front). `spent_s`: what the caller spent before (the
+    torch import), counted against the budget.
+    """
     check_hold_out()
     dtypes = tuple(normalize_dtype(d) for d in dtypes)
     for d in dtypes:
         get_torch_dtype(d)
-    plan = plan or Plan.make(quick, dtypes, device)
     timer = Timer(device)
     rng = random.Random(seed)
     torch.manual_seed(seed)
     started = time.perf_counter()
-    contexts = {d: BenchContext(device, d, plan, timer) for d in dtypes}
+    pressure = [get_cpu_pressure()]
+    if plan is not None:
+        plans = {d: plan for d in dtypes}
+        speeds, budget = None, None
+    else:
+        if quick and budget_s is None:
+            budget_s = QUICK_BUDGET_S
+        probe_plan = get_level_plan("quick", dtypes, device)
+        speeds = {d: probe_speed(BenchContext(device, d, probe_plan, timer)) for d in dtypes}
+        budget = plan_for_budget(budget_s, dtypes, device, speeds,
+                                 spent_s=spent_s + time.perf_counter() - started, start="quick" if quick else "full")
+        plans = budget.plans
+    contexts = {d: BenchContext(device, d, plans[d], timer) for d in dtypes}
     results = {d: Results() for d in dtypes}
     reference: list[float] = []
     bandwidth = {}
 
-    jobs: list[tuple[str, Job]] = []
+    def cost(d, key) -> float:  # expected seconds of a job (progress-bar weight); 1 without probes
+        return 1.0 if speeds is None else estimate_key_s(key, plans[d], speeds[d])
+
+    passes = max(p.passes for p in plans.values())
+    # (dtype, job, expected s, essential): a run that falls behind its budget skips what is not essential
+    rounds: list[list[tuple[str, Job, float, bool]]] = [[] for _ in range(passes)]
     for d, ctx in contexts.items():
         for family_jobs in JOB_FAMILIES:
-            jobs.extend((d, job) for job in family_jobs(ctx))
-    total = len(jobs) * plan.passes + 2 * len(dtypes) + 3
+            for job in family_jobs(ctx):
+                for p in range(ctx.plan.passes):
+                    rounds[p].append((d, job, cost(d, job.key), p == 0 and is_essential(job.key, ctx.plan)))
+        small = [job for job in JOB_FAMILIES[0](ctx) if getattr(job.key, "m", 1 << 30) <= ALWAYS_MEASURED_M]
+        for _ in range(ctx.plan.small_m_extra_passes):  # where the small-M spread is large, more repeats
+            rounds.append([(d, job, cost(d, job.key), False) for job in small])
+    fixed = {d: (1.0 if speeds is None else estimate_fixed_s(plans[d], speeds[d]) - FIT_S) for d in dtypes}
+    ref_cost = 1.0 if speeds is None else budget.reference_s / 3
+    total = sum(c for r in rounds for _, _, c, _ in r) + sum(fixed.values()) + 3 * ref_cost
+    # the budget is a promise: when the run falls behind its estimate (a loaded machine), the jobs that are not
+    # essential are skipped as soon as finishing the essential ones at the pace seen so far would overrun it
+    deadline = (None if budget is None or budget.budget_s is None else
+                started + (budget.budget_s - spent_s) * 0.9 - FIT_S * len(dtypes) - ref_cost)
+    essential_left = sum(c for r in rounds for _, _, c, e in r if e)
+    pace = [0.0, 0.0]  # expected s, measured s of the jobs run so far
+    skipped = 0
 
     from rich.console import Console
-    from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
+    from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 
+    console = Console(stderr=True)
+    if budget is not None:  # the expected duration, stated up front (with or without the progress bar)
+        console.print(f"[bold]calibrate[/] {device.name}: {budget.describe()}")
+    spent = {}
     reference_ctx = contexts[dtypes[0]]
-    with Progress(TextColumn("[bold]calibrate[/] {task.description}"), BarColumn(),
-                  TextColumn("{task.completed}/{task.total}"), TimeElapsedColumn(), disable=not progress,
-                  transient=False, console=Console(stderr=True)) as bar:
+    with Progress(TextColumn("[bold]calibrate[/] {task.description}"), BarColumn(), TimeElapsedColumn(),
+                  TextColumn("remaining"), TimeRemainingColumn(), disable=not progress, transient=False,
+                  console=console) as bar:
         task = bar.add_task(f"{device.name} {','.join(dtypes)}", total=total)
         reference.append(reference_gemv(reference_ctx).estimate_s)
-        bar.advance(task)
+        bar.advance(task, ref_cost)
         for d, ctx in contexts.items():
             bandwidth[d] = {"copy": copy_bandwidth(ctx)[0]}
-            bar.advance(task)
             bandwidth[d]["gemv"] = gemv_bandwidth(ctx)[0]
-            bar.advance(task)
-        for p in range(plan.passes):
-            order = list(jobs)
+            bar.advance(task, fixed[d])
+        for p, order in enumerate(rounds):
+            order = list(order)
             rng.shuffle(order)
             half = len(order) // 2
-            for i, (d, job) in enumerate(order):
-                if p == plan.passes - 1 and i == half:
+            for i, (d, job, c, essential) in enumerate(order):
+                if p == passes - 1 and i == half:
                     reference.append(reference_gemv(reference_ctx).estimate_s)
-                    bar.advance(task)
+                    bar.advance(task, ref_cost)
+                t0 = time.perf_counter()
+                if deadline is not None:
+                    slowdown = max(1.0, pace[1] / pace[0]) if pace[0] > 0 else 1.0
+                    late = t0 + (essential_left + c) * slowdown > deadline
+                    if late and not essential:
+                        skipped += 1
+                        bar.advance(task, c)
+                        continue
+                    if late and not contexts[d].hurry:  # even the essential ones would overrun: fewer calls each
+                        for other in contexts.values():
+                            other.hurry = True
                 results[d].add(job.key, job.run())
-                bar.advance(task)
+                pace[0] += c
+                pace[1] += time.perf_counter() - t0
+                essential_left -= c if essential else 0.0
+                family = _family(job.key)
+                was = spent.get(family, (0.0, 0.0))
+                spent[family] = (was[0] + c, was[1] + time.perf_counter() - t0)
+                bar.advance(task, c)
         reference.append(reference_gemv(reference_ctx).estimate_s)
-        bar.advance(task)
+        bar.advance(task, ref_cost)
+    if speeds is not None:
+        console.print("expected / measured s per family: " + ", ".join(
+            f"{f} {e:.1f} / {m:.1f}" for f, (e, m) in sorted(spent.items()))
+            + (f"; {skipped} configurations skipped to keep the budget" if skipped else ""))
 
-    profiles = {d: fit_dtype(d, results[d], bandwidth[d]["copy"], bandwidth[d]["gemv"], plan) for d in dtypes}
+    pressure.append(get_cpu_pressure())
+    fit_started = time.perf_counter()
+    profiles = {d: fit_dtype(d, results[d], bandwidth[d]["copy"], bandwidth[d]["gemv"], plans[d]) for d in dtypes}
+    if speeds is not None:
+        console.print(f"fitted in {time.perf_counter() - fit_started:.1f} s ({FIT_S:.1f} s per dtype planned)")
     duration = time.perf_counter() - started
     ref = np.array(reference)
     drift = float((ref.max() - ref.min()) / np.median(ref))
-    return build_profile_spec(device, profiles, plan, command, duration, drift, tuple(float(r) for r in ref))
+    return build_profile_spec(device, profiles, plans, command, duration, drift, tuple(float(r) for r in ref),
+                              budget, skipped, pressure)
 
 
-def build_profile_spec(device: Device, profiles: dict, plan: Plan, command: str, duration: float, drift: float,
-                       reference: tuple) -> HardwareSpec:
+def build_profile_spec(device: Device, profiles: dict, plans: dict, command: str, duration: float, drift: float,
+                       reference: tuple, budget=None, skipped: int = 0, pressure=(None,)) -> HardwareSpec:
     """The measured profile as a HardwareSpec: fitted effective peaks in the datasheet-like fields, the fitted
     `profiles` (dtype -> DtypeProfile) and the run's provenance (duration s, drift and the reference GEMV times s)
     in its `measured` block."""
     dtypes = tuple(profiles)
     now = _dt.datetime.now(_dt.timezone.utc).replace(microsecond=0).isoformat()
-    quick_note = ("--quick: bandwidth working sets of 256 MiB (not >= 1 GiB), fewer shapes and M points, one pass. "
-                  if plan.quick else "")
+    quick = any(p.quick for p in plans.values())
+    levels = ", ".join(f"{d}: {p.level}" for d, p in plans.items())
+    quick_note = (f"plans {levels}: bandwidth working sets below 1 GiB, fewer shapes and M points, one pass. "
+                  if quick else f"plans {levels}. ")
+    if skipped:
+        quick_note += f"{skipped} configurations skipped to keep the time budget. "
+    if any(x is not None for x in pressure):
+        quick_note += ("CPU pressure (PSI some avg10) at start / end: "
+                       + " / ".join("n/a" if x is None else f"{x:.0%}" for x in pressure)
+                       + (f" - above {CONTENDED:.0%}: other tenants stalled calls, re-run in a quiet window. "
+                          if max(x or 0.0 for x in pressure) > CONTENDED else ". "))
+    quick_note += f"SDPA kernels enabled: {', '.join(device.backend.sdpa_kernels()) or 'none reported'}. "
     prov = Provenance(
         device_kind=device.kind, device_name=device.name, host_cpu=get_host_cpu_model(),
         torch_version=torch.__version__, dtypes=dtypes, threads=device.threads, date=now, command=command,
-        duration_s=round(duration, 2), quick=plan.quick, drift=round(drift, 4), drift_flagged=drift > DRIFT_FLAG,
+        duration_s=round(duration, 2), quick=quick,
+        budget_s=None if budget is None or budget.budget_s is None else float(budget.budget_s),
+        planned_s=None if budget is None else round(budget.total_s, 2), drift=round(drift, 4), drift_flagged=drift > DRIFT_FLAG,
         reference_s=reference,
         notes=quick_note + f"calibrated weight shapes exclude the hold-out models {', '.join(HOLD_OUT_MODELS)}",
     )

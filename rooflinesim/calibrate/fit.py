@@ -79,7 +79,9 @@ def fit_affine(features: dict[str, np.ndarray], time_s) -> AffineResult:
     scale[scale == 0] = 1.0
     weighted = (a / scale) / t[:, None]
     sol = lsq_linear(weighted, np.ones_like(t), bounds=(0.0, np.inf), method="bvls")
-    params = sol.x / scale
+    # bvls can leave a coefficient at its bound a rounding error below it (-1e-23): times are never priced with a
+    # negative coefficient, and the profile schema rejects one
+    params = np.maximum(sol.x / scale, 0.0)
     result = AffineResult(float(params[0]), {n: float(v) for n, v in zip(names, params[1:])}, 0.0, int(t.size))
     pred = result.predict({n: features[n] for n in names})
     return AffineResult(result.overhead_s, result.coefficients, _median_abs_rel(pred, t), int(t.size))

@@ -27,8 +27,9 @@ from ..specs import (AffineFit, CacheReuse, DtypeProfile, Efficiency, HardwareSp
 from ..units import GIGA, get_dtype_bytes
 from .fit import AffineResult, RooflineFit, fit_affine, fit_roofline
 from .measurements import AttentionKey, CacheKey, DecoderKey, ElementwiseKey, LinearKey, Results
-from .plan import CACHE_SHAPE, DECODER_CONTEXT, Plan, elementwise_step_split, get_decoder_spec, synthetic_spec
-from .profile import MeasuredTiming
+from .plan import (CACHE_SHAPE, DECODER_CONTEXT, OVERHEAD_MODELS, Plan, elementwise_step_split, get_decoder_spec,
+                   synthetic_spec)
+from .profile import LinearModel, MeasuredTiming, get_shape_loo_error
 
 #: cache-reuse speedups are capped here: a working set that fits in L1/L2 would otherwise claim absurd factors
 MAX_CACHE_SPEEDUP = 20.0
@@ -133,6 +134,11 @@ def _fit_cache_reuse(dtype: str, results: Results, roof: RooflineFit) -> CacheRe
                       warm_bandwidth_bytes_per_s=float(warm_bandwidth))
 
 
+def _median_spread(results: Results, kind) -> float:
+    spreads = [results.timing(key).spread for key in results.keys_of(kind)]
+    return float(np.median(spreads)) if spreads else 0.0
+
+
 def fit_dtype(dtype: str, results: Results, copy_bw: float, gemv_bw: float, plan: Plan) -> DtypeProfile:
     """Fit one dtype's measurements into a DtypeProfile (overheads from the tiny decoders fitted last).
 
@@ -144,6 +150,10 @@ def fit_dtype(dtype: str, results: Results, copy_bw: float, gemv_bw: float, plan
         "linear_roofline_median_abs_rel_all_points": all_points,
         "linear_roofline_bandwidth_bytes_per_s": roof.bandwidth_bytes_per_s,
         "linear_table_median_spread": float(np.median([s for t in tables for s in t.spread])),
+        "linear_shape_loo_median_abs_rel": get_shape_loo_error(LinearModel.from_tables(
+            tables, roof.peak_flops_per_s, gemv_bw, roof.overhead_s, get_dtype_bytes(dtype))),
+        "attention_median_spread": _median_spread(results, AttentionKey),
+        "elementwise_median_spread": _median_spread(results, ElementwiseKey),
     }
     profile = DtypeProfile(
         gemv_bandwidth_bytes_per_s=gemv_bw, copy_bandwidth_bytes_per_s=copy_bw,
@@ -161,13 +171,14 @@ def fit_overheads(dtype: str, profile: DtypeProfile, results: Results) -> DtypeP
     scale."""
     hw = _placeholder_hw({dtype: profile.model_copy(update={"in_model_scale": 1.0})})
     timing = MeasuredTiming.from_spec(hw)
-    rows = []
+    rows, is_block = [], []
     for key in results.keys_of(DecoderKey):
         spec = get_decoder_spec(key.name)
         ops = get_step_ops(spec, key.batch, DECODER_CONTEXT, key.new_tokens, dtype, dtype, dtype)
         step_timing = timing.for_step(ops)
         predicted = sum(float(step_timing.get_op_time(op, dtype).time_s) for op in ops)
         rows.append((predicted, spec.num_layers, results.timing(key).estimate_s))
+        is_block.append(key.name not in OVERHEAD_MODELS)
     if not rows:
         return profile
     per_op = np.array([r[0] for r in rows])
@@ -179,7 +190,10 @@ def fit_overheads(dtype: str, profile: DtypeProfile, results: Results) -> DtypeP
     predicted = scale * per_op + fit.coefficients["layers"] * layers + fit.overhead_s
     residuals = dict(profile.residuals)
     residuals["decoder_fit_rows"] = float(len(rows))
-    residuals["decoder_fit_median_abs_rel"] = float(np.median(np.abs(predicted - measured) / measured))
+    relative = np.abs(predicted - measured) / measured
+    residuals["decoder_fit_median_abs_rel"] = float(np.median(relative))
+    if any(is_block):  # the mid-size decoders: the whole-step error of models of a useful size (the interval's)
+        residuals["decoder_fit_median_abs_rel_blocks"] = float(np.median(relative[np.array(is_block)]))
     residuals["decoder_per_op_only_median_abs_rel"] = float(np.median(np.abs(per_op - measured) / measured))
     return profile.model_copy(update={
         "layer_overhead_s": float(fit.coefficients["layers"]), "step_overhead_s": float(fit.overhead_s),

@@ -16,6 +16,10 @@ from dataclasses import dataclass, field
 from typing import Iterator, TypeVar, Union
 
 
+#: a run whose reference GEMV moved by more than this (relative) is flagged in its provenance
+DRIFT_FLAG = 0.15
+
+
 @dataclass(frozen=True)
 class LinearKey:
     """F.linear(x[m, in_features], W[out_features, in_features]) with cold (rotated) weights."""

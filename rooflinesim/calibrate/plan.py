@@ -12,7 +12,8 @@ from typing import TYPE_CHECKING, NamedTuple
 
 from ..ops import get_step_ops
 from ..specs import ModelSpec
-from ..units import GIB, MIB
+from ..units import GIB, MIB, get_dtype_bytes
+from .measurements import AttentionKey, CacheKey, DecoderKey, ElementwiseKey, LinearKey, MeasurementKey
 
 if TYPE_CHECKING:
     from .timers import Device
@@ -116,6 +117,10 @@ OVERHEAD_TOKENS = (StepTokens(1, 1), StepTokens(1, 4))
 BLOCK_MODELS = ("block-384", "block-768", "block-1536", "block-2048")
 #: tokens already cached when a whole decoder is timed
 DECODER_CONTEXT = 256
+#: linear points with M up to here are always measured: CPU kernels saw-tooth at small M, so they are not extrapolated
+ALWAYS_MEASURED_M = 16
+#: attention configurations whose K and V caches exceed this many bytes are skipped (device memory, run time)
+MAX_KV_BYTES = 1.5e9
 
 
 def synthetic_spec(name, hidden, heads, kv_heads, intermediate, layers=1, vocab=4096, head_dim=None) -> ModelSpec:
@@ -135,17 +140,28 @@ def _linear_weight_shapes(spec: ModelSpec) -> set[tuple[int, int]]:
     return {(int(op.dims["k"]), int(op.dims["n"])) for op in get_step_ops(spec, 1, 1, 1) if op.kind == "linear"}
 
 
-def check_hold_out(shapes=LINEAR_SHAPES) -> None:
-    """Raise if a calibrated weight shape (listed, or of a timed decoder) equals a weight shape of the hold-out
-    models."""
-    from ..registry import load_model
-
+def get_calibrated_shapes(shapes=LINEAR_SHAPES) -> set[tuple[int, int]]:
+    """Every weight shape a calibration may time: the listed F.linear shapes and those of the timed decoders."""
     calibrated = {tuple(shape) for shape in shapes}
     for name in DECODER_SPECS:
         calibrated |= _linear_weight_shapes(get_decoder_spec(name))
+    return calibrated
+
+
+def get_linear_weight_shapes(spec: ModelSpec) -> set[tuple[int, int]]:
+    """The (in_features, out_features) of every linear of a model."""
+    return _linear_weight_shapes(spec)
+
+
+def check_hold_out(shapes=LINEAR_SHAPES, models=()) -> None:
+    """Raise if a calibrated weight shape (listed, or of a timed decoder) equals a weight shape of the hold-out
+    models (the named ones and any `models` given, e.g. validate's randomised family)."""
+    from ..registry import load_model
+
+    calibrated = get_calibrated_shapes(shapes)
     held = set()
-    for name in HOLD_OUT_MODELS:
-        held |= _linear_weight_shapes(load_model(name))
+    for spec in [load_model(name) for name in HOLD_OUT_MODELS] + list(models):
+        held |= _linear_weight_shapes(spec)
     clash = held.intersection(calibrated)
     if clash:
         raise AssertionError(f"calibration shapes {sorted(clash)} are hold-out shapes")
@@ -178,12 +194,15 @@ class Plan:
     block_models: tuple[str, ...]  # mid-size decoders timed for the in-model scale
     block_tokens: tuple[StepTokens, ...]  # their (batch, new tokens)
     cache_working_sets: tuple[int, ...]  # bytes, for the cache-reuse curve
+    level: str = "full"  # the name of the ladder rung this plan is (see `calibrate.budget.LEVELS`)
+    elementwise_specs: tuple[LayerShape, ...] = ELEMENTWISE_SPECS
+    small_m_extra_passes: int = 0  # extra interleaved passes over the linear points with M <= ALWAYS_MEASURED_M
 
     @classmethod
     def make(cls, quick: bool, dtypes, device: Device, tiny: bool = False) -> "Plan":
         if tiny:  # the CI smoke test: a few seconds, not a usable profile
             return cls(
-                quick=True, dtypes=dtypes,
+                quick=True, dtypes=dtypes, level="tiny",
                 linear_shapes=(WeightShape(384, 384), WeightShape(1536, 1536), WeightShape(384, 24576)),
                 m_grid=(1, 4, 16, 64), passes=1, min_calls=2, min_time_s=0.0,
                 bandwidth_bytes=64 * MIB, rotate_bytes=128 * MIB, max_call_flops=1e9,
@@ -192,7 +211,7 @@ class Plan:
                 block_tokens=(StepTokens(1, 1),), cache_working_sets=(int(16 * MIB),))
         if quick:
             return cls(
-                quick=True, dtypes=dtypes, linear_shapes=QUICK_LINEAR_SHAPES, m_grid=QUICK_M_GRID, passes=1,
+                quick=True, dtypes=dtypes, level="quick", linear_shapes=QUICK_LINEAR_SHAPES, m_grid=QUICK_M_GRID, passes=1,
                 min_calls=3, min_time_s=0.004, bandwidth_bytes=256 * MIB, rotate_bytes=512 * MIB,
                 max_call_flops=1.5e9 if not device.is_cuda else 5e11,
                 attention=AttentionGrid(QUICK_ATTENTION_HEADS, QUICK_ATTENTION_BATCH, QUICK_ATTENTION_CONTEXT,
@@ -207,3 +226,38 @@ class Plan:
             elementwise_tokens=ELEMENTWISE_TOKENS, block_models=BLOCK_MODELS,
             block_tokens=(StepTokens(1, 1), StepTokens(4, 1), StepTokens(16, 1), StepTokens(1, 5)),
             cache_working_sets=CACHE_WORKING_SETS)
+
+    # --- what the plan measures, as keys (the benchmarks time exactly these; the budget planner prices them) ---
+
+    def linear_keys(self) -> list[LinearKey]:
+        """One key per (weight shape, M); points above the FLOP budget per call (and M > ALWAYS_MEASURED_M) are
+        skipped: extrapolated as compute-bound."""
+        return [LinearKey(k, n, m) for k, n in self.linear_shapes for m in self.m_grid
+                if not (2.0 * m * k * n > self.max_call_flops and m > ALWAYS_MEASURED_M)]
+
+    def attention_keys(self, dtype: str) -> list[AttentionKey]:
+        """Masked SDPA configurations whose K and V caches stay under MAX_KV_BYTES."""
+        g, size = self.attention, get_dtype_bytes(dtype)
+        return [AttentionKey(h.heads, h.kv_heads, h.head_dim, b, s, q) for h in g.head_configs for b in g.batches
+                for s in g.contexts for q in g.query_tokens
+                if b * s * h.kv_heads * h.head_dim * 2 * size <= MAX_KV_BYTES]
+
+    def elementwise_keys(self) -> list[ElementwiseKey]:
+        return [ElementwiseKey(family, layer.hidden, layer.heads, layer.kv_heads, layer.intermediate, tokens)
+                for layer in self.elementwise_specs for tokens in self.elementwise_tokens
+                for family in ELEMENTWISE_FAMILIES]
+
+    def decoder_keys(self) -> list[DecoderKey]:
+        """The tiny decoders (dispatch overhead) always, then the mid-size ones (in-model scale)."""
+        return ([DecoderKey(name, t.batch, t.new_tokens) for name in OVERHEAD_MODELS for t in OVERHEAD_TOKENS]
+                + [DecoderKey(name, t.batch, t.new_tokens) for name in self.block_models for t in self.block_tokens])
+
+    def cache_keys(self) -> list[CacheKey]:
+        """One per working set below the pool, and the whole pool (the cold reference) last."""
+        sizes = [s for s in self.cache_working_sets if s < self.rotate_bytes] + [self.rotate_bytes]
+        return [CacheKey(int(size)) for size in sizes]
+
+    def keys(self, dtype: str) -> list[MeasurementKey]:
+        """Every configuration this plan times for one dtype, family by family."""
+        return [*self.linear_keys(), *self.attention_keys(dtype), *self.elementwise_keys(), *self.decoder_keys(),
+                *self.cache_keys()]

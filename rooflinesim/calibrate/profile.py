@@ -3,9 +3,9 @@
 
 from ..fileio import write_text_atomic
 from ..profiles import apply_calibration, dump_profile_yaml, load_profile, write_profile
-from ..timing.measured import ELEMENTWISE_FAMILY, SHAPE_KERNEL_LOG2, LinearModel, MeasuredTiming
+from ..timing.measured import ELEMENTWISE_FAMILY, SHAPE_KERNEL_LOG2, LinearModel, MeasuredTiming, get_shape_loo_error
 
 __all__ = [
     "MeasuredTiming", "LinearModel", "load_profile", "write_profile", "write_text_atomic", "apply_calibration",
-    "dump_profile_yaml", "ELEMENTWISE_FAMILY", "SHAPE_KERNEL_LOG2",
+    "dump_profile_yaml", "ELEMENTWISE_FAMILY", "SHAPE_KERNEL_LOG2", "get_shape_loo_error",
 ]

@@ -13,16 +13,17 @@ Timing practice:
 from __future__ import annotations
 
 import os
-import platform
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Callable
 
 import torch
 
+from ..profiles import get_host_cpu_model
 from ..specs import InputError
+from .backends import CpuBackend, CudaBackend, DeviceBackend
 from .measurements import Timing
-from ..units import MIB, MILLI, NANO
+from ..units import MILLI, NANO
 
 TORCH_DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}
 
@@ -37,25 +38,14 @@ class Device:
     threads: int
     torch_device: torch.device
     l2_bytes: int = 0
+    backend: DeviceBackend = field(default_factory=CpuBackend)  # timing primitives and device queries
 
     @property
     def is_cuda(self) -> bool:
         return self.kind == "cuda"
 
     def synchronize(self) -> None:
-        if self.is_cuda:
-            torch.cuda.synchronize(self.torch_device)
-
-
-def get_host_cpu_model() -> str:
-    try:
-        with open("/proc/cpuinfo") as f:
-            for line in f:
-                if line.lower().startswith("model name"):
-                    return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or platform.machine() or "unknown CPU"
+        self.backend.synchronize()
 
 
 def _slugify(text: str) -> str:
@@ -66,6 +56,12 @@ def _slugify(text: str) -> str:
     for noise in ("-processor", "-cpu", "-r-", "-tm-"):
         slug = slug.replace(noise, "-")
     return slug.strip("-")
+
+
+def cuda_device(backend: CudaBackend) -> Device:
+    """The Device of a CUDA backend (its name, L2 size and index from the device properties)."""
+    return Device("cuda", backend.name, _slugify(backend.name), torch.get_num_threads(), backend.torch_device,
+                  backend.l2_bytes(), backend)
 
 
 def select_device(requested: str = "auto", threads: int | None = None) -> Device:
@@ -82,11 +78,7 @@ def select_device(requested: str = "auto", threads: int | None = None) -> Device
     if threads is not None and threads <= 0:
         raise InputError(f"--threads must be a positive integer, got {threads}")
     if use_cuda:
-        index = torch.cuda.current_device()
-        props = torch.cuda.get_device_properties(index)
-        name = props.name
-        l2 = int(getattr(props, "L2_cache_size", 50 * MIB) or 50 * MIB)
-        return Device("cuda", name, _slugify(name), torch.get_num_threads(), torch.device("cuda", index), l2)
+        return cuda_device(CudaBackend(torch.cuda.current_device()))
     n = threads or torch.get_num_threads() or os.cpu_count() or 1
     torch.set_num_threads(n)
     cpu = get_host_cpu_model()
@@ -98,11 +90,10 @@ class Timer:
 
     def __init__(self, device: Device, flush_l2: bool = True):
         self.device = device
-        self.flush_l2 = flush_l2 and device.is_cuda
-        self._flush_buffer = None
-        if self.flush_l2:
-            self._flush_buffer = torch.empty(max(2 * device.l2_bytes, 2**24) // 4, dtype=torch.float32,
-                                             device=device.torch_device)
+        self.backend = device.backend
+        self.flush_l2 = flush_l2 and self.backend.has_events()
+        # an L2 flush between calls on devices timed with events (CUDA): twice the L2, written over
+        self._flush_buffer = self.backend.flush_buffer(2 * self.backend.l2_bytes()) if self.flush_l2 else None
 
     def _flush(self) -> None:
         if self._flush_buffer is not None:
@@ -121,14 +112,14 @@ class Timer:
         dev.synchronize()
         samples: list[float] = []
         begin = time.perf_counter()
-        if dev.is_cuda:
+        if self.backend.has_events():
             while len(samples) < max_calls and (len(samples) < min_calls or time.perf_counter() - begin < min_time_s):
                 self._flush()
-                s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+                s, e = self.backend.new_event(), self.backend.new_event()
                 s.record()
                 fn()
                 e.record()
-                torch.cuda.synchronize(dev.torch_device)
+                self.backend.synchronize()  # events are read only once the device has reached them
                 samples.append(s.elapsed_time(e) * MILLI)
         else:
             clock = time.perf_counter_ns

@@ -6,7 +6,12 @@ was calibrated (`plan.check_hold_out`). Measured:
 * decode steps (q = 1) over batch x context; verify steps over k = 1..8 (q = k + 1); the drafter's decode steps;
 * a speculative loop: k draft steps, one verify over k + 1 tokens, accept/reject per position with a synthetic
   acceptance rate a (seeded RNG, as serving engines' synthetic samplers do), per-sequence KV-cache rollback by
-  moving each sequence's length; and a plain decode loop at the same batch and context.
+  moving each sequence's length; and a plain decode loop at the same batch and context;
+* a randomised, seeded family of six more hold-out decoders (`calibrate.holdout`: wide and shallow, narrow and
+  deep, GQA 1-8, vocabularies 32k-150k, 2-24 layers) in decode (`calibrate.validate_family`).
+
+Every calibrated prediction carries its 90 % interval; the report's `summary.coverage` is the share of
+measurements inside it. Summaries, charts and printing are in `calibrate.validate_summary`.
 
 Predictions come from rooflinesim's own path: `step.get_step_cost` and `speculative.price_speculation` with the
 profile's `MeasuredTiming` (calibrated), and `DatasheetTiming.speed_of_light` of the shipped datasheet spec the
@@ -24,7 +29,6 @@ import datetime as _dt
 import random
 import time
 from dataclasses import dataclass, replace
-from pathlib import Path
 
 import numpy as np
 import torch
@@ -32,15 +36,17 @@ import torch
 from ..registry import load_hardware, load_model
 from ..scenario import Scenario, build_scenario
 from ..specs import InputError
-from ..speculative import get_break_even_batch, get_expected_tokens, price_speculation
+from ..speculative import get_expected_tokens, get_interval, price_speculation
 from ..step import get_workload_step
 from ..timing import DatasheetTiming
-from ..validation_report import parse_validation_report, validation_report_json
 from . import model as M
 from .measurements import Timing
 from .plan import check_hold_out
-from .profile import load_profile, write_text_atomic
+from .profile import load_profile
 from .timers import Device, Timer, get_torch_dtype
+from .validate_family import FamilyGrid, measure_family
+from .validate_summary import (ape, break_even, combine_reports, coverage, grid_steps_between, plot_report,  # noqa: F401
+                               print_report, summarise, summarise_rows, write_report)
 
 SPEC_BATCHES = (1, 2, 4, 8, 16, 32)
 SPEC_CONTEXT = 1024
@@ -70,30 +76,6 @@ class Grid:
             return cls((1, 4, 16), (1024,), (1, 4, 8), (1,), (1, 4, 16), (1024,), (1, 4, 16), 4, 1, 3, 0.03)
         return cls(SPEC_BATCHES, (256, 1024, 2048), tuple(range(1, 9)), (1, 8), SPEC_BATCHES, (256, 1024, 2048),
                    SPEC_BATCHES, 10, 2, 5, 0.15)
-
-
-def _ape(pred, meas) -> float:
-    return abs(pred - meas) / meas
-
-
-def _summary(errors) -> dict:
-    e = np.asarray(errors, dtype=float)
-    return {"median_ape": float(np.median(e)), "p90_ape": float(np.quantile(e, 0.9)), "n": int(e.size)}
-
-
-def _break_even(batches, speedups) -> int | None:
-    """The batch from which speculation stops paying for good (`speculative.get_break_even_batch`, the definition
-    sweeps use); None where it still pays at the largest batch."""
-    order = np.argsort(batches)
-    batch = int(get_break_even_batch(np.asarray(batches)[order], np.asarray(speedups)[order] >= 1.0))
-    return None if batch < 0 else batch
-
-
-def _grid_steps_between(batches, a, b) -> int:
-    """Grid steps between two break-even batches; None (pays over the whole grid) sits one step past the end."""
-    def index(x):
-        return len(batches) if x is None else list(batches).index(x)
-    return abs(index(a) - index(b))
 
 
 class Runner:
@@ -234,7 +216,10 @@ def run_validation(profile_path: str, device: Device, dtype: str | None = None, 
     from rich.console import Console
     from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
-    total = len(configs) * grid.passes + len(grid.spec_batches)
+    family_grid = FamilyGrid.make(quick, tiny)
+    family_rows: list[dict] = []
+    total = (len(configs) * grid.passes + len(grid.spec_batches)
+             + family_grid.count * len(family_grid.batches) * len(family_grid.contexts))
     with torch.inference_mode(), Progress(
             TextColumn("[bold]validate[/] {task.description}"), BarColumn(), TextColumn("{task.completed}/{task.total}"),
             TimeElapsedColumn(), disable=not progress, console=Console(stderr=True)) as bar:
@@ -262,6 +247,9 @@ def run_validation(profile_path: str, device: Device, dtype: str | None = None, 
                 spec_runs[b] = runner.speculative_loop(b, SPEC_CONTEXT if not tiny else 256, SPEC_K, SPEC_ALPHA,
                                                        grid.spec_iterations, seed + b)
                 bar.advance(task)
+        del runner  # the family's models are built one at a time, after the named ones are gone
+        family_rows = measure_family(hw, base, device, dtype, family_grid, timer, grid.min_calls, grid.min_time_s,
+                                     seed, advance=lambda: bar.advance(task))
 
     rows = []
     for kind, b, s, q in configs:
@@ -275,7 +263,10 @@ def run_validation(profile_path: str, device: Device, dtype: str | None = None, 
             "kind": kind, "batch": b, "context_tokens": s, "new_tokens": q,
             "measured_s": t.estimate_s, "measured_spread": t.spread, "measured_median_s": t.median_s,
             "predicted_s": float(calibrated.step_time_s), "roofline_s": float(uncalibrated.roofline_step_time_s),
+            "predicted_low_s": None if calibrated.sigmas is None else float(calibrated.step_time_s_low),
+            "predicted_high_s": None if calibrated.sigmas is None else float(calibrated.step_time_s_high),
         })
+    rows += family_rows
 
     spec_rows = []
     expected = float(get_expected_tokens(SPEC_K, SPEC_ALPHA))
@@ -283,10 +274,14 @@ def run_validation(profile_path: str, device: Device, dtype: str | None = None, 
         run = spec_runs[b]
         pred, roof = (price_speculation(sc, b, ctx, SPEC_K, SPEC_ALPHA) for sc in scenarios(b))
         t_dec, t_it = run["decode"].estimate_s, run["iteration"].estimate_s
+        predicted_speedup = float(np.asarray(pred.speedup).reshape(-1)[0])
+        interval = get_interval(predicted_speedup, None if pred.speedup_rel_sigma is None
+                                else float(np.asarray(pred.speedup_rel_sigma).reshape(-1)[0])) or (None, None)
         spec_rows.append({
             "batch": b, "context_tokens": ctx, "k": SPEC_K, "alpha": SPEC_ALPHA,
             "measured_speedup": expected * t_dec / t_it,
-            "predicted_speedup": float(np.asarray(pred.speedup).reshape(-1)[0]),
+            "predicted_speedup": predicted_speedup,
+            "predicted_speedup_low": interval[0], "predicted_speedup_high": interval[1],
             "roofline_speedup": float(np.asarray(roof.speedup).reshape(-1)[0]),
             "measured_speedup_realized": run["tokens_per_iteration"] * t_dec / t_it,
             "realized_tokens_per_iteration": run["tokens_per_iteration"],
@@ -297,9 +292,9 @@ def run_validation(profile_path: str, device: Device, dtype: str | None = None, 
         })
 
     batches = [r["batch"] for r in spec_rows]
-    be_measured = _break_even(batches, [r["measured_speedup"] for r in spec_rows])
-    be_predicted = _break_even(batches, [r["predicted_speedup"] for r in spec_rows])
-    be_roofline = _break_even(batches, [r["roofline_speedup"] for r in spec_rows])
+    be_measured = break_even(batches, [r["measured_speedup"] for r in spec_rows])
+    be_predicted = break_even(batches, [r["predicted_speedup"] for r in spec_rows])
+    be_roofline = break_even(batches, [r["roofline_speedup"] for r in spec_rows])
     speedup_errors = [abs(r["predicted_speedup"] - r["measured_speedup"]) for r in spec_rows]
     report = {
         "profile": str(profile_path),
@@ -310,15 +305,13 @@ def run_validation(profile_path: str, device: Device, dtype: str | None = None, 
         "created": _dt.datetime.now(_dt.timezone.utc).replace(microsecond=0).isoformat(),
         "configs": rows,
         "summary": {
-            "calibrated": _summary([_ape(r["predicted_s"], r["measured_s"]) for r in rows]),
-            "roofline": _summary([_ape(r["roofline_s"], r["measured_s"]) for r in rows]),
-            "calibrated_vs_plain_median": _summary([_ape(r["predicted_s"], r["measured_median_s"]) for r in rows]),
-            "by_kind": {
-                kind: {
-                    "calibrated": _summary([_ape(r["predicted_s"], r["measured_s"]) for r in rows if r["kind"] == kind]),
-                    "roofline": _summary([_ape(r["roofline_s"], r["measured_s"]) for r in rows if r["kind"] == kind]),
-                } for kind in sorted({r["kind"] for r in rows})
-            },
+            "calibrated": summarise([ape(r["predicted_s"], r["measured_s"]) for r in rows]),
+            "roofline": summarise([ape(r["roofline_s"], r["measured_s"]) for r in rows]),
+            "calibrated_vs_plain_median": summarise([ape(r["predicted_s"], r["measured_median_s"]) for r in rows]),
+            "by_kind": {kind: summarise_rows([r for r in rows if r["kind"] == kind])
+                        for kind in sorted({r["kind"] for r in rows})},
+            "hold_out_family": summarise_rows(family_rows) if family_rows else None,
+            "coverage": coverage(rows, spec_rows),
         },
         "speculative": spec_rows,
         "break_even": {
@@ -326,8 +319,8 @@ def run_validation(profile_path: str, device: Device, dtype: str | None = None, 
             "predicted_batch": be_predicted,
             "roofline_batch": be_roofline,
             "grid": batches,
-            "predicted_grid_steps_off": _grid_steps_between(batches, be_measured, be_predicted),
-            "roofline_grid_steps_off": _grid_steps_between(batches, be_measured, be_roofline),
+            "predicted_grid_steps_off": grid_steps_between(batches, be_measured, be_predicted),
+            "roofline_grid_steps_off": grid_steps_between(batches, be_measured, be_roofline),
         },
         "speedup_error": {
             "max_abs_calibrated": float(max(speedup_errors)) if speedup_errors else None,
@@ -341,72 +334,15 @@ def run_validation(profile_path: str, device: Device, dtype: str | None = None, 
         "notes": ("measured_s: median of the faster half of the individual step calls (about p25; the plain median is measured_median_s, robust to other tenants' stalls); measured_speedup: E(alpha, k) x T_decode / "
                   "T_iteration of the real loop (realised acceptance in measured_speedup_realized); break-even: the "
                   "smallest grid batch from which the speedup stays below 1 (null: pays at the largest batch). roofline: "
-                  f"DatasheetTiming.speed_of_light of {base_name}."),
+                  f"DatasheetTiming.speed_of_light of {base_name}. Rows with a model are the randomised hold-out "
+                  f"family (seed {seed}; calibrate.holdout), included in the summary; predicted_low_s / _high_s: "
+                  "the calibrated 90 % prediction interval, summary.coverage the share of measurements inside it."),
     }
     return report
 
 
-PREFERRED_PRIMARY_DTYPES = ("bf16", "fp16", "fp32")
+#: the break-even definition validate uses, under the name tests have imported it by
+_break_even = break_even
 
-
-def combine_reports(reports: list[dict]) -> dict:
-    """One report per device: the top level is the primary dtype's report (bf16 when validated: what LLM serving
-    runs), and `by_dtype` holds every validated dtype's full report."""
-    if not reports:
-        raise ValueError("combine_reports needs at least one report")
-    by_dtype = {r["dtype"]: r for r in reports}
-    primary = next((by_dtype[d] for d in PREFERRED_PRIMARY_DTYPES if d in by_dtype), reports[0])
-    combined = dict(primary)
-    combined["by_dtype"] = by_dtype
-    return combined
-
-
-def write_report(report: dict, out_dir: str | Path, stem: str) -> Path:
-    """Write `out_dir/stem.json` atomically, validated through the report schema (`rooflinesim.validation_report`):
-    a report that does not follow it is a ValidationReportError, and nothing is written. Only the JSON: the chart is
-    composed from it afterwards (`plot_report`)."""
-    validated = parse_validation_report(report, f"validation report {stem}")
-    return write_text_atomic(Path(out_dir) / f"{stem}.json", validation_report_json(validated))
-
-
-def plot_report(report: dict | str | Path, path: str | Path) -> Path:
-    """The report's chart (`rooflinesim.plots.plot_validation`: one row per validated dtype), written atomically.
-
-    `report` is a report dict or the path of a written report (`write_report` does not draw it)."""
-    from ..plots import plot_validation
-
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.tmp.png")
-    plot_validation(report).savefig(tmp, dpi=100)
-    tmp.replace(path)
-    return path
-
-
-def print_report(report: dict, console=None) -> None:
-    from rich.console import Console
-    from rich.table import Table
-
-    console = console or Console()
-    s = report["summary"]
-    table = Table(title=f"validate: {report['model']} + {report['draft']} ({report['dtype']}) on {report['device']}")
-    for col in ("", "median APE", "p90 APE"):
-        table.add_column(col, justify="right")
-    table.add_row("calibrated", f"{s['calibrated']['median_ape']:.1%}", f"{s['calibrated']['p90_ape']:.1%}")
-    table.add_row("roofline", f"{s['roofline']['median_ape']:.1%}", f"{s['roofline']['p90_ape']:.1%}")
-    for kind, v in s.get("by_kind", {}).items():
-        table.add_row(f"  {kind} (cal / roof)", f"{v['calibrated']['median_ape']:.1%} / {v['roofline']['median_ape']:.1%}",
-                      f"{v['calibrated']['p90_ape']:.1%} / {v['roofline']['p90_ape']:.1%}")
-    console.print(table)
-    spec = Table(title="speculative speedup (k = 4, alpha = 0.8)")
-    for col in ("batch", "measured", "predicted", "roofline"):
-        spec.add_column(col, justify="right")
-    for r in report["speculative"]:
-        spec.add_row(str(r["batch"]), f"{r['measured_speedup']:.2f}x", f"{r['predicted_speedup']:.2f}x",
-                     f"{r['roofline_speedup']:.2f}x")
-    console.print(spec)
-    be = report["break_even"]
-    console.print(f"break-even batch: measured {be['measured_batch']}, predicted {be['predicted_batch']}, "
-                  f"roofline {be['roofline_batch']} (grid {be['grid']}; None = pays over the whole grid); "
-                  f"largest speedup error: calibrated {report['speedup_error']['max_abs_calibrated']:.2f}x, "
-                  f"roofline {report['speedup_error']['max_abs_roofline']:.2f}x")
+#: the report helpers live in `validate_summary`; these names are also importable from here
+__all__ = ["run_validation", "Grid", "Runner", "combine_reports", "plot_report", "print_report", "write_report"]

@@ -82,7 +82,7 @@ def plot_validation(report, band: float = 0.10):
     Left: each configuration's predicted step time against the measured one (log-log), calibrated (filled) and the
     uncalibrated roofline (hollow), marker by kind (decode, verify, draft); the diagonal is perfect agreement and the
     shaded band +-`band`. Horizontal bars show the measured spread, read as a fraction of `measured_s` (it carries no
-    unit in its name). The legend gives each model's median and p90 absolute percentage error (from the report's
+    unit in its name); vertical bars the calibrated 90 % prediction interval where the report has one. The legend gives each model's median and p90 absolute percentage error (from the report's
     summary when present, else computed from the rows).
     Right (when the report has a `speculative` list): measured and predicted speedup vs batch per (context, k, alpha).
     """
@@ -117,6 +117,10 @@ def _draw_validation(data: dict, axes: list, band: float, label_dtype: bool = Fa
     predicted = np.array([r["predicted_s"] for r in configs], dtype=float)
     roofline = np.array([r["roofline_s"] for r in configs], dtype=float)
     spread = np.array([float(r.get("measured_spread") or 0.0) for r in configs])
+    # the calibrated 90 % prediction interval, where the report has one (older reports do not)
+    low = np.array([float(r.get("predicted_low_s") or r["predicted_s"]) for r in configs])
+    high = np.array([float(r.get("predicted_high_s") or r["predicted_s"]) for r in configs])
+    has_interval = any(r.get("predicted_low_s") is not None for r in configs)
     kinds = np.array([str(r["kind"]) for r in configs])
     markers = {"decode": "o", "verify": "s", "draft": "^"}
     summary = data.get("summary") or {}
@@ -132,13 +136,15 @@ def _draw_validation(data: dict, axes: list, band: float, label_dtype: bool = Fa
     for kind in sorted(set(kinds), key=lambda k: (VALIDATION_KINDS + (k,)).index(k)):
         sel = kinds == kind
         marker = markers.get(kind, "D")
-        ax.errorbar(measured[sel] * ms, predicted[sel] * ms, xerr=spread[sel] * measured[sel] * ms, fmt=marker,
+        yerr = np.vstack([predicted[sel] - low[sel], high[sel] - predicted[sel]]) * ms if has_interval else None
+        ax.errorbar(measured[sel] * ms, predicted[sel] * ms, xerr=spread[sel] * measured[sel] * ms, yerr=yerr,
+                    fmt=marker,
                     color=COLORS[0], markersize=6, markeredgecolor="black", markeredgewidth=0.5, elinewidth=0.8,
                     capsize=0, zorder=5)
         ax.plot(measured[sel] * ms, roofline[sel] * ms, marker=marker, linestyle="none", markerfacecolor="none",
                 markeredgecolor=COLORS[1], markersize=6, markeredgewidth=1.2, zorder=4)
-    lo = min(measured.min(), predicted.min(), roofline.min()) * ms / 1.5
-    hi = max(measured.max(), predicted.max(), roofline.max()) * ms * 1.5
+    lo = min(measured.min(), low.min(), roofline.min()) * ms / 1.5
+    hi = max(measured.max(), high.max(), roofline.max()) * ms * 1.5
     diag = np.array([lo, hi])
     ax.plot(diag, diag, color="black", linewidth=1)
     ax.fill_between(diag, diag * (1 - band), diag * (1 + band), color="grey", alpha=0.2, linewidth=0)
@@ -161,6 +167,12 @@ def _draw_validation(data: dict, axes: list, band: float, label_dtype: bool = Fa
     ]
     handles += [Line2D([], [], marker=markers.get(k, "D"), linestyle="none", color="0.4", label=f"{k} step")
                 for k in sorted(set(kinds), key=lambda k: (VALIDATION_KINDS + (k,)).index(k))]
+    coverage = summary.get("coverage")
+    if has_interval:
+        label = "calibrated 90 % interval (vertical bars)"
+        if coverage:
+            label += f": {100 * coverage['steps']:.0f} % of measurements inside"
+        handles.append(Line2D([], [], color=COLORS[0], linewidth=0.8, label=label))
     handles += [Line2D([], [], color="black", linewidth=1, label="predicted = measured"),
                 Patch(color="grey", alpha=0.2, label=f"+-{100 * band:.0f} %")]
     ax.legend(handles=handles, loc="upper left", fontsize=8)
@@ -184,6 +196,10 @@ def _draw_validation(data: dict, axes: list, band: float, label_dtype: bool = Fa
             ax.plot(b, [r["measured_speedup"] for r in rows], marker="o", linestyle="none", color=color,
                     markersize=7, markeredgecolor="black", label=f"measured ({tag})", zorder=5)
             ax.plot(b, [r["predicted_speedup"] for r in rows], color=color, linewidth=2, label="predicted, calibrated")
+            if all(r.get("predicted_speedup_low") is not None for r in rows):
+                ax.fill_between(b, [r["predicted_speedup_low"] for r in rows],
+                                [r["predicted_speedup_high"] for r in rows], color=color, alpha=0.15, linewidth=0,
+                                label="calibrated 90 % interval")
             if all("roofline_speedup" in r for r in rows):
                 ax.plot(b, [r["roofline_speedup"] for r in rows], color=color, linestyle="--", linewidth=1.3,
                         label="predicted, roofline")

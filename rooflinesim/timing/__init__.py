@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from ..specs import HardwareSpec
-from .base import OpTime, TimingModel, get_op_peak_flops_per_s
+from .base import OP_FAMILIES, Z90, OpTime, RelativeSigmas, TimingModel, get_op_family, get_op_peak_flops_per_s
 from .collectives import get_collective_algorithm, get_collective_time
 from .datasheet import DatasheetTiming, get_op_time
 from .measured import LinearModel, MeasuredTiming
@@ -17,6 +17,7 @@ def get_timing_model(hw: HardwareSpec) -> TimingModel:
 
 
 __all__ = [
-    "OpTime", "TimingModel", "DatasheetTiming", "MeasuredTiming", "LinearModel", "get_timing_model",
-    "get_collective_time", "get_collective_algorithm", "get_op_time", "get_op_peak_flops_per_s",
+    "OP_FAMILIES", "Z90", "RelativeSigmas", "get_op_family", "OpTime", "TimingModel", "DatasheetTiming",
+    "MeasuredTiming", "LinearModel", "get_timing_model", "get_collective_time", "get_collective_algorithm",
+    "get_op_time", "get_op_peak_flops_per_s",
 ]

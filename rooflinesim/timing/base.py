@@ -8,7 +8,7 @@ which one it has.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Protocol, runtime_checkable
 
 import numpy as np
@@ -26,6 +26,46 @@ class OpTime:
     overhead_s: np.ndarray
     time_s: np.ndarray
     compute_bound: np.ndarray  # bool
+
+
+#: a two-sided 90 % interval of a normal distribution, in standard deviations
+Z90 = 1.6449
+
+#: the op families whose errors are independent of each other (within a family one table or fit prices every op,
+#: so their errors move together)
+OP_FAMILIES = ("linear", "attention", "elementwise", "other")
+
+
+#: op name -> elementwise family measured by `rooflinesim calibrate`.
+ELEMENTWISE_FAMILY = {
+    "attn_norm": "norm", "mlp_norm": "norm", "final_norm": "norm",
+    "rope": "rope", "mlp_act": "mlp_act", "attn_residual": "residual", "mlp_residual": "residual",
+    "kv_cache_write": "kv_cache_write", "embedding": "embedding",
+}
+
+
+def get_op_family(op: OpCost) -> str:
+    """The op family whose measured error this op shares: linear, attention, elementwise or other."""
+    if op.kind in ("linear", "attention"):
+        return op.kind
+    return "elementwise" if op.name in ELEMENTWISE_FAMILY else "other"
+
+
+@dataclass(frozen=True)
+class RelativeSigmas:
+    """Relative standard errors (1 sigma) of a calibrated prediction, from what calibration measured: one per op
+    family (`OP_FAMILIES`, independent of each other, fully correlated within a family) and one shared by every op
+    of a step (drift, the in-model scale). `step.StepCost.rel_sigma` combines them over a step."""
+
+    by_family: dict[str, float]
+    shared: float
+    #: the part of each family's error that is per-call noise (independent between two steps); the rest is the
+    #: family's fit error, the same in every step the family prices
+    noise_by_family: dict[str, float] = field(default_factory=dict)
+
+    def fit(self, family: str) -> float:
+        total, noise = self.by_family.get(family, 0.0), self.noise_by_family.get(family, 0.0)
+        return float(np.sqrt(max(total**2 - noise**2, 0.0)))
 
 
 @runtime_checkable
@@ -53,6 +93,11 @@ class TimingModel(Protocol):
 
     def get_warnings(self, ops: list[OpCost], compute_dtype: str) -> list[str]:
         """What the user should know about how these ops were priced (e.g. outside the measured range)."""
+        ...
+
+    def get_relative_sigmas(self, compute_dtype: str) -> RelativeSigmas | None:
+        """The relative errors of this model's op times in `compute_dtype`; None where nothing was measured (the
+        datasheet roofline: its error is a model error no measurement describes, so it reports no interval)."""
         ...
 
 

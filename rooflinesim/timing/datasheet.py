@@ -89,6 +89,10 @@ class DatasheetTiming:
     def get_warnings(self, ops: list[OpCost], compute_dtype: str) -> list[str]:
         return []
 
+    def get_relative_sigmas(self, compute_dtype: str) -> None:
+        """No interval: nothing was measured (`TimingModel.get_relative_sigmas`)."""
+        return None
+
 
 def get_op_time(timing: TimingModel, hw: HardwareSpec, op: OpCost, compute_dtype: str,
                 interconnect_fraction: float = 1.0) -> OpTime:

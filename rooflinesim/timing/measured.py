@@ -19,7 +19,8 @@ A profile is a HardwareSpec whose `measured` block (`rooflinesim.specs.MeasuredP
   call's compute time), and `get_warnings` says so;
 * every per-op time is multiplied by the profile's in-model scale (whole synthetic decoders timed as forward passes
   vs the sum of their ops timed alone);
-* per-layer and per-step dispatch left over after the per-op times, via `get_step_overhead_s`.
+* per-layer and per-step dispatch left over after the per-op times, via `get_step_overhead_s`;
+* how far to trust each op time (`get_relative_sigmas`, see `get_profile_sigmas`).
 
 The model is immutable: `for_step` and `with_co_resident` return bound copies.
 """
@@ -33,17 +34,16 @@ import numpy as np
 from ..ops import OpCost
 from ..specs import DtypeProfile, HardwareSpec, InputError, LinearTable
 from ..units import get_dtype_bytes, normalize_dtype
-from .base import OpTime
+from .base import ELEMENTWISE_FAMILY, OpTime, RelativeSigmas
 
 #: Width (in log2 units of in/out features) of the Gaussian that weighs calibrated weight shapes.
 SHAPE_KERNEL_LOG2 = 0.75
 
-#: op name -> elementwise family measured by `rooflinesim calibrate`.
-ELEMENTWISE_FAMILY = {
-    "attn_norm": "norm", "mlp_norm": "norm", "final_norm": "norm",
-    "rope": "rope", "mlp_act": "mlp_act", "attn_residual": "residual", "mlp_residual": "residual",
-    "kv_cache_write": "kv_cache_write", "embedding": "embedding",
-}
+#: (p90 - p10) of a normal distribution, the median of |x| and the expected range of three draws, in sigmas: how
+#: the spreads, median residuals and the three-point drift a profile stores become standard errors
+SPREAD_SIGMAS = 2.5631
+MEDIAN_ABS_SIGMAS = 0.6745
+RANGE3_SIGMAS = 1.6926
 
 
 @dataclass(frozen=True)
@@ -77,6 +77,13 @@ class LinearModel:
     weight_bytes_per_element: float
     kernel_log2: float = SHAPE_KERNEL_LOG2
 
+    @classmethod
+    def from_tables(cls, tables, peak_flops_per_s: float, bandwidth_bytes_per_s: float, overhead_s: float,
+                    weight_bytes_per_element: float) -> "LinearModel":
+        """From a profile's LinearTable records and its fitted roofline."""
+        return cls(tuple(_Table.from_spec(t) for t in tables), peak_flops_per_s, bandwidth_bytes_per_s, overhead_s,
+                   weight_bytes_per_element)
+
     def roofline_s(self, m, k, n) -> np.ndarray:
         m = np.asarray(m, dtype=float)
         flops = 2.0 * m * k * n
@@ -101,10 +108,70 @@ class LinearModel:
         return base * np.exp(ratio)
 
 
+def get_shape_loo_error(linear: LinearModel) -> float:
+    """Median |relative error| of each calibrated shape's table predicted from the other shapes alone (leave one
+    shape out): how well the tables price a weight shape that was not calibrated."""
+    errors = []
+    for i, table in enumerate(linear.tables):
+        others = replace(linear, tables=linear.tables[:i] + linear.tables[i + 1:])
+        if not others.tables:
+            continue
+        m = np.exp(table.log_m)
+        errors.extend(np.abs(others.time_s(m, table.k, table.n) / np.exp(table.log_t) - 1.0))
+    return float(np.median(errors)) if errors else 0.0
+
+
+def get_profile_sigmas(prof: DtypeProfile, linear: LinearModel, drift: float) -> RelativeSigmas:
+    """Relative 1-sigma errors of one dtype's op times, from what calibration measured.
+
+    Per op family, sqrt(noise^2 / runs + fit^2): *noise* is the per-call spread (p90 - p10 over median, / 2.563),
+    what a step timed a few times varies by, narrowed by pooling `runs` calibrations (`calibrate --merge`); *fit*
+    is how well the family's model reproduces points it was not fitted to or fitted loosely (median |residual| /
+    0.6745): for linears the leave-one-shape-out error of the tables, for attention and the elementwise ops their
+    fits' residuals. Shared by the whole step: the run's drift (range of the three reference measurements / 1.69,
+    narrowed by runs) and the whole-decoder fit residual (the in-model scale and dispatch overheads; over the
+    mid-size decoders where the profile stores it, as the tiny dispatch-bound ones are not models anyone prices). Profiles
+    written before these residuals were stored get them derived from the tables and fits they do carry.
+    """
+    r = prof.residuals
+    runs = prof.runs or 1
+    spreads = [x for t in prof.linear for x in t.spread]
+    linear_spread = r.get("linear_table_median_spread", float(np.median(spreads)) if spreads else 0.0)
+    loo = r.get("linear_shape_loo_median_abs_rel")
+    if loo is None:
+        loo = get_shape_loo_error(linear)
+
+    def noise(spread: float) -> float:
+        return float(spread / SPREAD_SIGMAS / np.sqrt(runs))
+
+    def family(spread: float, residual: float) -> float:
+        return float(np.hypot(noise(spread), residual / MEDIAN_ABS_SIGMAS))
+
+    attention = max((f.median_abs_rel_residual for f in prof.attention.values()), default=0.0)
+    elementwise = float(np.median([f.median_abs_rel_residual for f in prof.elementwise.values()])) \
+        if prof.elementwise else 0.0
+    linear_sigma = family(linear_spread, loo)
+    by_family = {
+        "linear": linear_sigma,
+        "attention": family(r.get("attention_median_spread", linear_spread), attention),
+        "elementwise": family(r.get("elementwise_median_spread", linear_spread), elementwise),
+        "other": linear_sigma,  # priced from the fitted roofline of the linears
+    }
+    decoder = r.get("decoder_fit_median_abs_rel_blocks", r.get("decoder_fit_median_abs_rel", 0.0))
+    shared = float(np.hypot(abs(drift) / RANGE3_SIGMAS / np.sqrt(runs), decoder / MEDIAN_ABS_SIGMAS))
+    noise_by_family = {
+        "linear": noise(linear_spread), "other": noise(linear_spread),
+        "attention": noise(r.get("attention_median_spread", linear_spread)),
+        "elementwise": noise(r.get("elementwise_median_spread", linear_spread)),
+    }
+    return RelativeSigmas(by_family, shared, noise_by_family)
+
+
 @dataclass(frozen=True)
 class _DtypeModel:
     profile: DtypeProfile
     linear: LinearModel
+    sigmas: RelativeSigmas
 
 
 @dataclass(frozen=True)
@@ -124,11 +191,9 @@ class MeasuredTiming:
             raise InputError(f"{hw.name} carries no measured profile")
         models = {}
         for dtype, prof in hw.measured.dtypes.items():
-            linear = LinearModel(
-                tuple(_Table.from_spec(t) for t in prof.linear), prof.peak_flops_per_s,
-                prof.gemv_bandwidth_bytes_per_s, prof.linear_overhead_s, get_dtype_bytes(dtype),
-            )
-            models[dtype] = _DtypeModel(prof, linear)
+            linear = LinearModel.from_tables(prof.linear, prof.peak_flops_per_s, prof.gemv_bandwidth_bytes_per_s,
+                                             prof.linear_overhead_s, get_dtype_bytes(dtype))
+            models[dtype] = _DtypeModel(prof, linear, get_profile_sigmas(prof, linear, hw.measured.provenance.drift))
         return cls(hw, models, hw.measured.profile_name, name=f"measured:{hw.measured.profile_name}")
 
     def for_step(self, ops: list[OpCost]) -> "MeasuredTiming":
@@ -252,6 +317,9 @@ class MeasuredTiming:
         one_token = fitted("decode", self._one_token_features(op))
         return np.where(q <= 1, decode, np.maximum(multi, one_token))
 
+    def get_relative_sigmas(self, compute_dtype: str) -> RelativeSigmas:
+        return self._model(compute_dtype).sigmas
+
     def get_step_overhead_s(self, num_layers: int, compute_dtype: str) -> float:
         prof = self._model(compute_dtype).profile
         return max(num_layers * prof.layer_overhead_s + prof.step_overhead_s, 0.0)
@@ -283,4 +351,5 @@ class MeasuredTiming:
         return warnings
 
 
-__all__ = ["MeasuredTiming", "LinearModel", "ELEMENTWISE_FAMILY", "SHAPE_KERNEL_LOG2"]
+__all__ = ["MeasuredTiming", "LinearModel", "ELEMENTWISE_FAMILY", "SHAPE_KERNEL_LOG2", "get_profile_sigmas",
+           "get_shape_loo_error"]

@@ -12,23 +12,9 @@ from .. import model as M
 from ..measurements import AttentionKey
 from .base import BenchContext, Job
 
-#: configurations whose K and V caches exceed this many bytes are skipped (device memory, run time)
-MAX_KV_BYTES = 1.5e9
-
-
 def attention_jobs(ctx: BenchContext) -> list[Job]:
-    grid = ctx.plan.attention
-    jobs = []
-    for heads, kv_heads, head_dim in grid.head_configs:
-        for batch in grid.batches:
-            for context in grid.contexts:
-                for q in grid.query_tokens:
-                    if batch * context * kv_heads * head_dim * 2 * ctx.bytes > MAX_KV_BYTES:
-                        continue
-                    key = AttentionKey(heads=heads, kv_heads=kv_heads, head_dim=head_dim, batch=batch,
-                                       context_tokens=context, query_tokens=q)
-                    jobs.append(Job(key, _attention_runner(ctx, key)))
-    return jobs
+    """One job per configuration of `Plan.attention_keys` (caches above plan.MAX_KV_BYTES skipped)."""
+    return [Job(key, _attention_runner(ctx, key)) for key in ctx.plan.attention_keys(ctx.dtype)]
 
 
 def _attention_runner(ctx: BenchContext, key: AttentionKey):

@@ -10,6 +10,9 @@ import torch.nn.functional as F
 from ..measurements import Timing
 from .base import BenchContext
 
+#: calls of the whole-pool GEMV sweep in a quick plan
+BANDWIDTH_QUICK_CALLS = 3
+
 
 def copy_bandwidth(ctx: BenchContext) -> tuple[float, Timing]:
     """Bytes read + written per second (B/s) of a copy over the plan's `bandwidth_bytes`, and its timing."""
@@ -30,7 +33,9 @@ def gemv_bandwidth(ctx: BenchContext) -> tuple[float, Timing]:
         for w in weights:
             F.linear(x, w)
 
-    t = ctx.time(run, scale=2)
+    # one call streams the whole pool (dozens of GEMVs): a quick plan takes 3 of them
+    t = ctx.timer.time(run, min_calls=BANDWIDTH_QUICK_CALLS if ctx.plan.quick else ctx.plan.min_calls,
+                       min_time_s=2 * ctx.plan.min_time_s, max_calls=400, warmup_s=0.0)
     return len(weights) * k * n * ctx.bytes / t.estimate_s, t
 
 

@@ -14,6 +14,10 @@ from ..plan import Plan
 from ..timers import Device, Timer, get_torch_dtype
 
 
+#: calls per configuration once a run has fallen behind its budget (the median of the faster half is then the best)
+HURRY_CALLS = 3
+
+
 @dataclass(frozen=True)
 class Job:
     """One configuration to time: its key in `Results` and the callable that measures it."""
@@ -32,10 +36,14 @@ class BenchContext:
         self.bytes = get_dtype_bytes(dtype)  # per element
         self.torch_device = device.torch_device
         self._pool_buffer: torch.Tensor | None = None
+        #: set by a run that has fallen behind its time budget: the fewest calls a median is still taken from
+        self.hurry = False
 
     def time(self, fn: Callable[[], object], scale: float = 1.0) -> Timing:
-        """Time `fn` with the plan's call count and minimum time (the latter times `scale`)."""
+        """Time `fn` with the plan's call count and minimum time (the latter times `scale`); in a hurry, 3 calls."""
         p = self.plan
+        if self.hurry:
+            return self.timer.time(fn, min_calls=HURRY_CALLS, min_time_s=0.0, max_calls=HURRY_CALLS, warmup_s=0.0)
         return self.timer.time(fn, min_calls=p.min_calls, min_time_s=p.min_time_s * scale, max_calls=400,
                                warmup_s=0.002 if p.quick else 0.01)
 

@@ -8,15 +8,13 @@ import itertools
 import torch
 import torch.nn.functional as F
 
-from ..measurements import CacheKey
 from ..plan import CACHE_SHAPE
 from .base import BenchContext, Job
 
 
 def cache_jobs(ctx: BenchContext) -> list[Job]:
     """One job per working set below the pool, and the whole pool (the cold reference) last."""
-    sizes = [s for s in ctx.plan.cache_working_sets if s < ctx.plan.rotate_bytes] + [ctx.plan.rotate_bytes]
-    return [Job(CacheKey(int(size)), _cache_runner(ctx, int(size))) for size in sizes]
+    return [Job(key, _cache_runner(ctx, key.working_set_bytes)) for key in ctx.plan.cache_keys()]
 
 
 def _cache_runner(ctx: BenchContext, working_set_bytes: int):

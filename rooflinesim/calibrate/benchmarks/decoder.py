@@ -7,8 +7,7 @@ from __future__ import annotations
 import torch
 
 from .. import model as M
-from ..measurements import DecoderKey
-from ..plan import DECODER_CONTEXT, OVERHEAD_MODELS, OVERHEAD_TOKENS, get_decoder_spec
+from ..plan import DECODER_CONTEXT, OVERHEAD_MODELS, get_decoder_spec
 from .base import BenchContext, Job
 
 #: progress-bar weight of a mid-size decoder relative to one microbenchmark
@@ -16,12 +15,8 @@ BLOCK_JOB_WEIGHT = 4.0
 
 
 def decoder_jobs(ctx: BenchContext) -> list[Job]:
-    jobs = [Job(DecoderKey(name, t.batch, t.new_tokens), _decoder_runner(ctx, name, t.batch, t.new_tokens))
-            for name in OVERHEAD_MODELS for t in OVERHEAD_TOKENS]
-    for name in ctx.plan.block_models:
-        jobs += [Job(DecoderKey(name, t.batch, t.new_tokens), _decoder_runner(ctx, name, t.batch, t.new_tokens),
-                     BLOCK_JOB_WEIGHT) for t in ctx.plan.block_tokens]
-    return jobs
+    return [Job(key, _decoder_runner(ctx, key.name, key.batch, key.new_tokens),
+                1.0 if key.name in OVERHEAD_MODELS else BLOCK_JOB_WEIGHT) for key in ctx.plan.decoder_keys()]
 
 
 def _decoder_runner(ctx: BenchContext, name: str, batch: int, q: int):

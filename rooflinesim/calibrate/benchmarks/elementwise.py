@@ -8,7 +8,7 @@ import torch.nn.functional as F
 
 from .. import model as M
 from ..measurements import ElementwiseKey
-from ..plan import ELEMENTWISE_FAMILIES, ELEMENTWISE_SPECS, elementwise_step_split
+from ..plan import elementwise_step_split
 from .base import BenchContext, Job
 
 #: size of the embedding table the lookup benchmark gathers from
@@ -16,14 +16,7 @@ EMBEDDING_ROWS = 32768
 
 
 def elementwise_jobs(ctx: BenchContext) -> list[Job]:
-    jobs = []
-    for layer in ELEMENTWISE_SPECS:
-        for tokens in ctx.plan.elementwise_tokens:
-            for family in ELEMENTWISE_FAMILIES:
-                key = ElementwiseKey(family=family, hidden=layer.hidden, heads=layer.heads, kv_heads=layer.kv_heads,
-                                     intermediate=layer.intermediate, tokens=tokens)
-                jobs.append(Job(key, _elementwise_runner(ctx, key)))
-    return jobs
+    return [Job(key, _elementwise_runner(ctx, key)) for key in ctx.plan.elementwise_keys()]
 
 
 def _elementwise_runner(ctx: BenchContext, key: ElementwiseKey):

@@ -8,23 +8,12 @@ import itertools
 import torch
 import torch.nn.functional as F
 
-from ..measurements import LinearKey
 from .base import BenchContext, Job
 
-#: points with M up to here are always measured: CPU kernels saw-tooth at small M, so they are not extrapolated
-ALWAYS_MEASURED_M = 16
-
-
 def linear_jobs(ctx: BenchContext) -> list[Job]:
-    """One job per (weight shape, M); points above the plan's FLOP budget are skipped (extrapolated as
-    compute-bound)."""
-    jobs = []
-    for k, n in ctx.plan.linear_shapes:
-        for m in ctx.plan.m_grid:
-            if 2.0 * m * k * n > ctx.plan.max_call_flops and m > ALWAYS_MEASURED_M:
-                continue
-            jobs.append(Job(LinearKey(in_features=k, out_features=n, m=m), _linear_runner(ctx, k, n, m), 1.0))
-    return jobs
+    """One job per (weight shape, M) the plan lists (`Plan.linear_keys`: points above its FLOP budget per call are
+    skipped and extrapolated as compute-bound)."""
+    return [Job(key, _linear_runner(ctx, key.in_features, key.out_features, key.m)) for key in ctx.plan.linear_keys()]
 
 
 def _linear_runner(ctx: BenchContext, k: int, n: int, m: int):
