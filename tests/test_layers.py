@@ -12,8 +12,8 @@ PACKAGE = Path(__file__).resolve().parent.parent / "rooflinesim"
 LAYERS = [
     "units", "spec_base", "model_spec", "measured_spec", "specs", "validation_report", "fileio", "hf_config",
     "registry", "profiles", "op_cost", "op_sections", "ops", "draft_heads", "timing", "step", "acceptance",
-    "scenario", "speculative", "predict", "gridio", "sweep", "serve", "report", "plots", "calibrate", "acceptance_cli",
-    "cli",
+    "scenario_inputs", "scenario", "speculative", "predict", "gridio", "sweep", "serve", "report", "plots", "calibrate",
+    "acceptance_cli", "cli",
 ]
 #: What the layers may import from outside the standard library and numpy/scipy/pydantic/yaml (lazily or not).
 HEAVY = {"torch": {"calibrate"}, "matplotlib": {"plots", "calibrate"}}

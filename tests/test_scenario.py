@@ -230,3 +230,14 @@ def test_engine_schedule_is_off_where_nothing_fits():
     schedule = result.get_engine_schedules()[0]["trtllm"]["draft_len_schedule"]
     applies = schedule[max(b for b in schedule if b <= 4096)]  # keys: the batch from which each k applies
     assert applies == 0
+
+
+def test_a_measured_profile_says_when_it_extrapolates():
+    """Outside what was measured (MLA's 576-wide latent vs head_dim 64/128; M beyond the tables) the measured model
+    prices conservatively and says so."""
+    s = build_scenario(str(PROFILE), "deepseek-v2-lite", 4, 4096, drafter="ngram")
+    assert any("head_dim 576 is priced from the fit measured at head_dim 128" in w for w in s.warnings)
+    big = build_scenario(str(PROFILE), "tiny-llama-123m", 4096, 256, weight_dtype="fp32", speculative=False)
+    assert any("exceed the largest measured M" in w for w in big.warnings)
+    inside = build_scenario(str(PROFILE), "tiny-llama-123m", 4, 256, weight_dtype="fp32", speculative=False)
+    assert not any("priced from the fit" in w or "largest measured M" in w for w in inside.warnings)

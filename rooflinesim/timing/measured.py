@@ -348,6 +348,15 @@ class MeasuredTiming:
                 warnings.append(
                     f"profile {self.profile_name}: linears with up to {m_max:,.0f} rows exceed the largest measured "
                     f"M ({largest_m:,.0f}): extrapolated as compute-bound (time linear in M)")
+        calibrated = sorted({int(key.partition("_d")[2]) for key in dm.profile.attention if key.partition("_d")[2]})
+        for op in ops:
+            if op.kind == "attention" and calibrated:
+                head_dim = int(op.dims["head_dim"])
+                nearest = min(calibrated, key=lambda d: abs(np.log2(d) - np.log2(head_dim)))
+                if abs(np.log2(nearest) - np.log2(head_dim)) > 1:
+                    warnings.append(
+                        f"profile {self.profile_name}: attention over head_dim {head_dim} is priced from the fit "
+                        f"measured at head_dim {nearest} (never below one query token on the same context)")
         return warnings
 
 

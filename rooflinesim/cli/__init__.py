@@ -1,0 +1,166 @@
+"""Command line: argument parsing and exit codes only (the commands live in `arguments`, `pricing`, `specs`, `calibration`).
+
+Bad input -> one line on stderr and exit code 2, never a traceback. Heavy libraries (torch, matplotlib) are imported
+inside the commands that need them, so `rooflinesim predict` stays fast.
+"""
+
+from __future__ import annotations
+
+import argparse
+import re
+import sys
+
+from ..registry import SpecError
+from ..specs import InputError
+from ..units import UnitError
+from .arguments import (add_acceptance_source_arguments, add_deployment_arguments, add_serve_arguments,
+                        add_speculation_arguments, add_workload_arguments)
+from .calibration import cmd_calibrate, cmd_validate
+from .pricing import PLOT_KINDS, cmd_plot, cmd_predict, cmd_serve, cmd_sweep
+from .specs import cmd_list, cmd_show
+
+EXIT_BAD_INPUT = 2
+USER_ERRORS = (InputError, SpecError, UnitError)
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message):  # one line, exit 2 (argparse's own code for usage errors)
+        command = " ".join(self.prog.split()[1:])  # "" for the top-level parser
+        see = f"rooflinesim {command} --help" if command else "rooflinesim --help"
+        self.exit(EXIT_BAD_INPUT, f"rooflinesim: error: {message} (see '{see}')\n")
+
+    def parse_args(self, args=None, namespace=None):
+        # argparse reports unknown options from the top-level parser ("see 'rooflinesim --help'"); point to the
+        # help of the command they were given to instead
+        parsed, extras = self.parse_known_args(args, namespace)
+        if extras:
+            command = getattr(parsed, "command", None)
+            see = f"rooflinesim {command} --help" if command else "rooflinesim --help"
+            self.exit(EXIT_BAD_INPUT, f"rooflinesim: error: unrecognized arguments: {' '.join(extras)} (see '{see}')\n")
+        return parsed
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = _Parser(prog="rooflinesim", description="Roofline and speculative-decoding simulator for LLM inference")
+    sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
+
+    p = sub.add_parser("predict", help="step times, roofline and memory fit for one workload")
+    add_workload_arguments(p)
+    p.add_argument("--batch", default="1", help="sequences decoded together (default 1)")
+    p.add_argument("--ctx", default="4k", help="tokens already in the KV cache: 4096, 4k, 32K, 128k, 1M (default 4k)")
+    p.add_argument("--json", action="store_true", help="print the result as JSON")
+    add_speculation_arguments(p)
+    p.add_argument("--k", type=int, default=None, help="draft tokens per step (default: the best k over 0..16)")
+    p.add_argument("--alpha-per-position", default=None,
+                   help="conditional acceptance per draft position, e.g. 0.9,0.85,0.8 (instead of --alpha)")
+    p.add_argument("--no-speculation", action="store_true", help="skip the speculative-decoding analysis")
+    p.set_defaults(handler=cmd_predict)
+
+    p = sub.add_parser("sweep", help="speculative speedup over batch x context x k x alpha, break-even, schedules")
+    add_workload_arguments(p)
+    add_speculation_arguments(p, alpha_list=True)
+    p.set_defaults(hw="h100")
+    p.add_argument("--batch", default="1..256", help="batch range: 1..256 (powers of two), or 1,2,8 (default 1..256)")
+    p.add_argument("--ctx", default="1k..128k", help="context range: 1k..128k (powers of two) or list (default 1k..128k)")
+    p.add_argument("--k", default="0..8", help="draft lengths: 0..8 or 1,2,4 (default 0..8)")
+    p.add_argument("--format", choices=["csv", "json"], default=None, help="grid file format (default from -o suffix)")
+    p.add_argument("-o", "--output", default=None, help="write the full grid here (.csv or .json)")
+    p.add_argument("--json", action="store_true", help="print break-even and schedules as JSON on stdout")
+    p.set_defaults(handler=cmd_sweep)
+
+    p = sub.add_parser("serve", help="serving under load: a request-level simulation with speculation policies")
+    add_serve_arguments(p)
+    p.set_defaults(handler=cmd_serve)
+
+    p = sub.add_parser("plot", help="draw a chart: roofline, speedup map, speedup vs k, step breakdown, validation")
+    p.add_argument("kind", choices=list(PLOT_KINDS), help="; ".join(f"{k}: {v}" for k, v in PLOT_KINDS.items()))
+    p.add_argument("-o", "--output", required=True, help="image file to write: .png or .svg")
+    p.add_argument("--hw", default="h100", help="hardware name, alias or YAML path (default h100)")
+    p.add_argument("--calibration", help="measured profile YAML to apply to --hw (roofline: also draws its ceilings)")
+    p.add_argument("--model", default="llama-3.1-8b", help="model name, YAML path or HF config.json (default llama-3.1-8b)")
+    p.add_argument("--draft", default=None, help="draft model (speedup, k; default llama-3.2-1b)")
+    p.add_argument("--drafter", default="model", choices=["model", "ngram", "head", "eagle", "medusa", "mtp"], help="drafter kind (speedup, k)")
+    add_deployment_arguments(p)
+    p.add_argument("--alpha", default=None, help="acceptance rate(s): speedup takes one (default 0.8), "
+                                                 "k several (default 0.6,0.7,0.8,0.9)")
+    add_acceptance_source_arguments(p)
+    p.add_argument("--batch", default=None, help="batch sizes: roofline 1,8,64,256; speedup 1..1024; k and "
+                                                 "breakdown one value (default 1)")
+    p.add_argument("--ctx", default=None, help="contexts: roofline 1k,32k; speedup 512..128k; k one value (4k); "
+                                               "breakdown a range (default 256..the model's max)")
+    p.add_argument("--k", default=None, help="roofline: verify k (default 4); speedup/k: draft lengths (default 0..8 / "
+                                             "0..10); breakdown: price a verify step of k + 1 tokens (default: decode)")
+    p.add_argument("--per-op", action="store_true", help="roofline: add the ops of one decode step")
+    p.add_argument("--report", help="validation report JSON written by 'rooflinesim validate' (validation)")
+    p.add_argument("--allow-long-context", action="store_true", help="model a context above the model's max (warns)")
+    p.add_argument("--rate", default=None, help="serve: request rates, 1..32 or 1,2,4 (default 1..32)")
+    p.add_argument("--policy", default=None, help="serve: speculation policies (default off,fixed:4,dynamic)")
+    p.add_argument("--requests", type=int, default=500, help="serve: requests per run (default 500)")
+    p.set_defaults(handler=cmd_plot)
+
+    p = sub.add_parser("list", help="list shipped hardware, models or acceptance presets")
+    p.add_argument("what", choices=["hardware", "models", "acceptance"])
+    p.set_defaults(handler=cmd_list)
+
+    from ..acceptance_cli import add_acceptance_parser  # the `acceptance` command and its subcommands
+
+    add_acceptance_parser(sub)
+
+    p = sub.add_parser("show", help="one hardware or model spec with its derived numbers")
+    p.add_argument("name")
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(handler=cmd_show)
+
+    p = sub.add_parser("calibrate", help="measure this device with torch microbenchmarks and write a profile YAML")
+    p.add_argument("--device", default="auto", help="auto, cpu or cuda (default auto)")
+    p.add_argument("--dtype", default="fp32,bf16", help="compute dtypes to measure, e.g. bf16,fp32 (default fp32,bf16)")
+    p.add_argument("--threads", type=int, default=None, help="CPU threads (default: torch's; recorded in the profile)")
+    p.add_argument("--quick", action="store_true", help="a run sized to <= 30 s on any CPU (the quick plan or less)")
+    p.add_argument("--budget", type=float, default=None, metavar="SECONDS",
+                   help="size the run to this many seconds: probe the device, then fit the grid and repetitions")
+    p.add_argument("--merge", nargs="+", default=None, metavar="PROFILE",
+                   help="combine profiles of the same device into --out (no measuring; narrows the intervals)")
+    p.add_argument("--out", default=None, help="profile path (default calibrate/<device-name>.yaml)")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--no-progress", action="store_true", help="no progress bar")
+    p.set_defaults(handler=cmd_calibrate)
+
+    p = sub.add_parser("validate", help="time a hold-out decoder and a speculative loop; compare with predictions")
+    p.add_argument("--profile", default=None, help="measured profile YAML (default calibrate/<device-name>.yaml)")
+    p.add_argument("--device", default="auto", help="auto, cpu or cuda (default auto)")
+    p.add_argument("--dtype", default=None, help="dtype to validate (default: each dtype the profile measured)")
+    p.add_argument("--threads", type=int, default=None, help="CPU threads (default: the profile's)")
+    p.add_argument("--quick", action="store_true", help="a smaller grid")
+    p.add_argument("--model", default="tiny-llama-123m", help="hold-out target model (default tiny-llama-123m)")
+    p.add_argument("--draft", default="tiny-draft-2l", help="hold-out drafter (default tiny-draft-2l)")
+    p.add_argument("--out-dir", default="calibrate", help="where the JSON and PNG go (default calibrate/)")
+    p.add_argument("--no-plot", action="store_true", help="skip the PNG")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--no-progress", action="store_true", help="no progress bar")
+    p.set_defaults(handler=cmd_validate)
+    return parser
+
+
+def _attach_negative_values(argv: list[str]) -> list[str]:
+    """argparse reads `--k -1..2` as two options ("expected one argument"); hand a value that starts with a minus
+    and a digit to its option, so the option's own check can say what is wrong with it."""
+    out: list[str] = []
+    for item in argv:
+        if out and out[-1].startswith("--") and "=" not in out[-1] and re.match(r"^-\d", item):
+            out[-1] = f"{out[-1]}={item}"
+        else:
+            out.append(item)
+    return out
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(_attach_negative_values(list(sys.argv[1:] if argv is None else argv)))
+    try:
+        return args.handler(args)
+    except USER_ERRORS as exc:
+        print(f"rooflinesim: error: {exc}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    except KeyboardInterrupt:
+        print("rooflinesim: interrupted", file=sys.stderr)
+        return 130

@@ -1,0 +1,126 @@
+"""Argument groups shared by the pricing commands, and how their values reach `build_scenario` unchanged."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from ..specs import InputError
+
+
+def add_deployment_arguments(p: argparse.ArgumentParser) -> None:
+    """dtypes, attention mode, tensor parallelism, quantisation groups: shared by predict, sweep and plot."""
+    p.add_argument("--weight-dtype", default="bf16", help="fp32, bf16, fp16, fp8, int8, int4 (default bf16)")
+    p.add_argument("--kv-dtype", default=None, help="KV-cache dtype (default: the activation dtype)")
+    p.add_argument("--activation-dtype", default=None, help="default: the weight dtype, bf16 for quantised weights")
+    p.add_argument("--attention", default="flash", choices=["flash", "unfused", "per-head"],
+                   help="per-head: a fused kernel without GQA sharing, K/V read once per query head (pre-XQA decode)")
+    p.add_argument("--tp", default=1, help="tensor-parallel degree: the model is sharded over this many devices")
+    p.add_argument("--draft-tp", default=None, help="the draft model's own tensor-parallel degree (default: --tp)")
+    p.add_argument("--quant-group-size", type=int, default=128, help="weights per scale for int8/int4 (default 128)")
+    p.add_argument("--quant-kernel", default=None,
+                   help="kernel of int8/int4/fp8 weights: generic, tinygemm, marlin, int8-weight-only, fp8-weight-only, "
+                        "fp8-rowwise (default: the hardware's, see 'show')")
+    p.add_argument("--gpu-memory-utilization", default=None,
+                   help="share of device memory the engine may use, as vLLM's flag (default 0.9)")
+    p.add_argument("--memory-reserve-gib", default=None,
+                   help="memory held beyond weights, KV and step activations: CUDA context, workspaces, graphs, "
+                        "prefill activations (GiB, default 3)")
+
+
+def add_workload_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--hw", default="a100", help="hardware name, alias or YAML path (default a100)")
+    p.add_argument("--calibration", help="measured profile YAML to apply to --hw")
+    p.add_argument("--model", default="llama-3.1-8b", help="model name, YAML path or HF config.json (default llama-3.1-8b)")
+    add_deployment_arguments(p)
+    p.add_argument("--allow-long-context", action="store_true", help="model a context above the model's max (warns)")
+
+
+def add_speculation_arguments(p: argparse.ArgumentParser, alpha_list: bool = False) -> None:
+    p.add_argument("--draft", default=None, help="draft model name, YAML or config.json (default llama-3.2-1b)")
+    p.add_argument("--drafter", default="model", choices=["model", "ngram", "head", "eagle", "medusa", "mtp"],
+                   help="model: a separate draft model; ngram: model-free (free); eagle, medusa, mtp: self-drafting "
+                        "heads priced from their own ops; head: eagle-style with --head-layer-fraction")
+    p.add_argument("--head-layer-fraction", type=float, default=1.0,
+                   help="cost of one head draft step as a fraction of one target layer (--drafter head)")
+    p.add_argument("--extra-draft-pass", action="store_true",
+                   help="add gpt-fast's extra draft pass when all k drafts are accepted")
+    if alpha_list:
+        p.add_argument("--alpha", default=None, help="acceptance rates, e.g. 0.6,0.8 (default 0.6,0.8)")
+    else:
+        p.add_argument("--alpha", type=float, default=None, help="i.i.d. acceptance rate in [0, 1] (default 0.8)")
+    add_acceptance_source_arguments(p)
+
+
+def add_acceptance_source_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--acceptance", default=None, metavar="FILE_OR_PRESET",
+                   help="measured or published acceptance instead of --alpha: an engine log or metrics file (vLLM, "
+                        "SGLang, TensorRT-LLM), a JSON from 'acceptance from-logs --json', or a preset "
+                        "('rooflinesim list acceptance')")
+    p.add_argument("--acceptance-k", type=int, default=None,
+                   help="the engine's draft length, for --acceptance files that do not state it")
+
+
+def deployment_options(args) -> dict:
+    """The build_scenario options every pricing command shares, as the user gave them (no defaults added here)."""
+    return dict(weight_dtype=args.weight_dtype, kv_dtype=args.kv_dtype, activation_dtype=args.activation_dtype,
+                attention=args.attention, calibration=args.calibration, tp=args.tp, draft_tp=args.draft_tp,
+                quant_group_size=args.quant_group_size, gpu_memory_utilization=args.gpu_memory_utilization,
+                memory_reserve_bytes=_gib_to_bytes(args.memory_reserve_gib), quant_kernel=args.quant_kernel)
+
+
+def _gib_to_bytes(value):
+    """--memory-reserve-gib as bytes (None stays None: build_scenario owns the default)."""
+    if value is None:
+        return None
+    try:
+        return float(value) * (1 << 30)
+    except ValueError:
+        raise InputError(f"--memory-reserve-gib must be a number of GiB, got {value!r}") from None
+
+
+def speculation_options(args) -> dict:
+    return dict(draft=args.draft, drafter=args.drafter, head_layer_fraction=args.head_layer_fraction,
+                extra_draft_pass=args.extra_draft_pass, acceptance=args.acceptance, acceptance_k=args.acceptance_k)
+
+
+def print_warnings(warnings, console=None) -> None:
+    for warning in warnings:
+        if console is None:
+            print(f"warning: {warning}", file=sys.stderr)
+        else:
+            from rich.markup import escape
+
+            console.print(f"[yellow]warning:[/] {escape(warning)}")
+
+
+def add_serve_arguments(p: argparse.ArgumentParser) -> None:
+    add_workload_arguments(p)
+    add_speculation_arguments(p)
+    p.set_defaults(hw="h100")
+    p.add_argument("--alpha-per-position", default=None, help="conditional acceptance per draft position (not --alpha)")
+    p.add_argument("--rate", default=None, help="requests per second: 4, 1,2,4 or 1..32 (doublings); a trace "
+                                                "alone replays its own rate")
+    p.add_argument("--policy", default="off,dynamic", help="off, fixed:K, off-above:B:K, schedule:1=4,16=2, "
+                                                           "dynamic[:KMAX], adaptive[:KMAX]; comma-separated")
+    p.add_argument("--requests", type=int, default=1000, help="requests per run (default 1000)")
+    p.add_argument("--prompt-tokens", default="1024", help="prompt lengths: 1024, uniform:LO:HI, "
+                                                           "lognormal:MEDIAN:SIGMA[:MAX] (default 1024)")
+    p.add_argument("--output-tokens", default="128", help="output lengths, same forms (default 128)")
+    p.add_argument("--arrivals", default="poisson", choices=["poisson", "gamma"])
+    p.add_argument("--cv", type=float, default=1.0, help="coefficient of variation of gamma inter-arrival gaps")
+    p.add_argument("--trace", default=None, help="JSONL trace: arrival_s, prompt_tokens, output_tokens per line")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--max-num-seqs", type=int, default=256, help="running requests at most (vLLM; default 256)")
+    p.add_argument("--max-num-batched-tokens", type=int, default=8192, help="token budget per step (default 8192)")
+    p.add_argument("--block-size", type=int, default=16, help="KV-cache block in tokens (default 16)")
+    p.add_argument("--slo-ttft", type=float, default=None, help="time-to-first-token SLO in seconds (goodput)")
+    p.add_argument("--slo-tpot", type=float, default=None, help="time-per-output-token SLO in seconds (goodput)")
+    p.add_argument("--json", action="store_true", help="print the runs and crossovers as JSON")
+    p.add_argument("-o", "--output", default=None, help="per-request JSONL log (one rate and one policy)")
+    p.add_argument("--dask", default=None, metavar="ADDRESS", help="run the sweep on this dask.distributed scheduler")
+    p.add_argument("--workers", type=int, default=None, help="processes for the sweep (default: one per core)")
+    p.add_argument("--emit-config", default=None, choices=["vllm", "trtllm", "sglang"],
+                   help="print an engine speculation config filled from the model instead of simulating")
+
+

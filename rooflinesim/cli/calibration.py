@@ -1,0 +1,172 @@
+"""The torch-bound commands: calibrate (and --merge) and validate; every check runs before any measuring."""
+
+from __future__ import annotations
+
+import sys
+
+from ..specs import InputError
+from ..units import GIGA, MICRO
+
+
+def _import_torch_or_fail():
+    import importlib.util
+
+    if importlib.util.find_spec("torch") is None:  # checked without importing it: torch stays in calibrate/
+        raise InputError("calibrate/validate need torch: pip install 'rooflinesim[calibrate]' "
+                         "(install the CPU build of torch first to avoid the multi-GB CUDA wheel)")
+
+
+def _check_threads(threads) -> None:
+    if threads is not None and threads < 1:
+        raise InputError(f"--threads must be a positive integer, got {threads}")
+
+
+def _process_age_s() -> float:
+    """Seconds since this process started (the torch import counts against a calibration budget); 0 if unknown."""
+    import os
+
+    try:
+        start_ticks = float(open("/proc/self/stat").read().rsplit(")", 1)[1].split()[19])
+        uptime_s = float(open("/proc/uptime").read().split()[0])
+        return max(uptime_s - start_ticks / os.sysconf("SC_CLK_TCK"), 0.0)
+    except (OSError, ValueError, IndexError):
+        return 0.0
+
+
+def cmd_merge(args) -> int:
+    from ..calibrate.merge import merge_profile_files
+
+    if not args.out:
+        raise InputError("--merge needs --out PATH for the combined profile")
+    if len(args.merge) < 2:
+        raise InputError("--merge needs at least two profiles, e.g. --merge a.yaml b.yaml --out c.yaml")
+    spec = merge_profile_files(args.merge, args.out)
+    prov = spec.measured.provenance
+    print(f"wrote {args.out} ({prov.device_name}, {', '.join(prov.dtypes)}, {len(args.merge)} runs merged)")
+    return 0
+
+
+def cmd_calibrate(args) -> int:
+    import shlex
+    from pathlib import Path
+
+    from ..fileio import check_output_path
+    from ..units import normalize_dtype
+
+    if args.merge:
+        return cmd_merge(args)
+    if args.budget is not None and not args.budget > 0:
+        raise InputError(f"--budget must be a positive number of seconds, got {args.budget}")
+    _import_torch_or_fail()
+    _check_threads(args.threads)
+    dtypes = tuple(dict.fromkeys(normalize_dtype(d) for d in args.dtype.split(",") if d.strip()))
+    if not dtypes:
+        raise InputError("--dtype needs at least one dtype, e.g. --dtype fp32,bf16")
+    if args.out:  # checked before minutes of measuring, not after
+        check_output_path(args.out, "profile (--out)", (".yaml", ".yml"), create_parent=True)
+    from ..calibrate.bench import run_calibration
+    from ..calibrate.profile import write_profile
+    from ..calibrate.timers import select_device
+
+    device = select_device(args.device, args.threads)
+    out = Path(args.out) if args.out else Path("calibrate") / f"{device.slug}.yaml"
+    check_output_path(out, "profile (--out)", (".yaml", ".yml"), create_parent=True)
+    command = "rooflinesim " + " ".join(shlex.quote(a) for a in sys.argv[1:]) if sys.argv[1:2] == ["calibrate"] else (
+        "rooflinesim calibrate")
+    spec = run_calibration(device, dtypes, args.quick, command, seed=args.seed, progress=not args.no_progress,
+                           budget_s=args.budget, spent_s=_process_age_s())
+    write_profile(spec, out)
+    prov = spec.measured.provenance
+    print(f"wrote {out} ({prov.device_name}, {', '.join(prov.dtypes)}, {prov.duration_s:.1f} s, "
+          f"drift {prov.drift:.1%}{' FLAGGED: re-run on a quieter machine' if prov.drift_flagged else ''})")
+    for dtype, prof in spec.measured.dtypes.items():
+        print(f"  {dtype}: GEMV {prof.gemv_bandwidth_bytes_per_s / GIGA:.1f} GB/s, copy "
+              f"{prof.copy_bandwidth_bytes_per_s / GIGA:.1f} GB/s, GEMM peak {prof.peak_flops_per_s / GIGA:.0f} GFLOP/s, "
+              f"per-layer overhead {prof.layer_overhead_s / MICRO:.0f} us")
+    if "re-run in a quiet window" in prov.notes:
+        print("warning: the CPU was contended by other processes during the run (see the profile's notes); "
+              "numbers from a quiet window are more reproducible", file=sys.stderr)
+    if prov.drift_flagged:
+        print(f"warning: the reference measurement drifted by {prov.drift:.0%} during the run", file=sys.stderr)
+    return 0
+
+
+#: validate builds its hold-out decoders in host memory; refuse models whose estimate exceeds this share of it.
+VALIDATE_MEMORY_SHARE = 0.5
+
+
+def _check_validation_fits(model: str, draft: str, dtypes) -> None:
+    """Refuse up front, with the estimate, a hold-out pair that would not fit in this machine's memory (weights of
+    both models + KV caches for the largest batch x context validate times, in the widest dtype), and a model the
+    Llama-style torch decoder of `calibrate/model.py` cannot build as it is."""
+    import os
+
+    from ..registry import load_model
+    from ..units import get_dtype_bytes
+
+    target_spec, draft_spec = load_model(model), load_model(draft)
+    for spec in (target_spec, draft_spec):  # the decoder would be built dense and compared with this model's price
+        differs = [what for what, present in (
+            ("mixture-of-experts MLPs", spec.moe is not None), ("latent attention (MLA)", spec.mla is not None),
+            ("a sliding attention window", spec.sliding_window_tokens is not None),
+            ("LayerNorm", spec.norm != "rmsnorm"), ("a non-gated MLP", not spec.gated_mlp)) if present]
+        if differs:
+            raise InputError(f"validate times a Llama-style decoder (RMSNorm, RoPE, GQA, SwiGLU); {spec.name} has "
+                             f"{' and '.join(differs)}, so the times would not be its own: validate a dense "
+                             "Llama-style model")
+    widest = max(get_dtype_bytes(d) for d in dtypes)
+    positions = 32 * (2048 + 128)  # the full grid's largest batch x (context + the loop's growth)
+    need = sum(m.params * widest + m.get_kv_bytes_per_token("fp32") * widest / 4 * positions
+               for m in (target_spec, draft_spec))
+    try:
+        have = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (ValueError, OSError, AttributeError):
+        return
+    if need > VALIDATE_MEMORY_SHARE * have:
+        raise InputError(
+            f"validating {target_spec.name} + {draft_spec.name} needs about {need / GIGA:.1f} GB of host memory "
+            f"(weights + KV caches in {max(dtypes, key=get_dtype_bytes)}); this machine has {have / GIGA:.1f} GB: "
+            "validate a smaller hold-out model")
+
+
+def cmd_validate(args) -> int:
+    from pathlib import Path
+
+    from ..fileio import check_output_dir, open_atomic
+    from ..profiles import load_profile
+    from ..units import normalize_dtype
+
+    _import_torch_or_fail()
+    _check_threads(args.threads)
+    out_dir = check_output_dir(args.out_dir, "--out-dir")  # before any measuring
+    from ..calibrate.timers import select_device
+    from ..calibrate.validate import combine_reports, print_report, run_validation, write_report
+
+    profile_path = args.profile
+    if profile_path is None:
+        device = select_device(args.device, args.threads)
+        profile_path = str(Path("calibrate") / f"{device.slug}.yaml")
+    profile = load_profile(profile_path)
+    dtypes = [normalize_dtype(args.dtype)] if args.dtype else list(profile.measured.dtypes)
+    _check_validation_fits(args.model, args.draft, dtypes)
+    threads = args.threads or profile.measured.provenance.threads
+    device = select_device(args.device, threads if profile.measured.provenance.device_kind == "cpu" else None)
+    reports = []
+    for dtype in dtypes:
+        report = run_validation(profile_path, device, dtype, quick=args.quick, target=args.model, draft=args.draft,
+                                seed=args.seed, progress=not args.no_progress)
+        print_report(report)
+        reports.append(report)
+    json_path = write_report(combine_reports(reports), out_dir, f"{profile.measured.profile_name}-validation")
+    written = [json_path]
+    if not args.no_plot:  # the chart is composed from the written report
+        from ..plots import plot_validation
+
+        png = json_path.with_suffix(".png")
+        with open_atomic(png, "wb") as f:
+            plot_validation(json_path).savefig(f, format="png", dpi=130, bbox_inches="tight")
+        written.append(png)
+    print("wrote " + ", ".join(str(p) for p in written))
+    return 0
+
+

@@ -1,0 +1,73 @@
+"""list and show: the shipped specs and presets, and one spec with its derived numbers."""
+
+from __future__ import annotations
+
+
+from ..units import GIGA
+
+
+def cmd_list(args) -> int:
+    from rich.console import Console
+    from rich.table import Table
+
+    from ..registry import get_short_name, list_hardware, list_models
+    from ..units import format_bytes, format_count, format_rate
+
+    table = Table()
+    if args.what == "acceptance":
+        from ..acceptance_cli import print_presets
+
+        return print_presets()
+    if args.what == "hardware":
+        for column in ("name", "aliases", "bf16/fp16 dense", "bandwidth", "memory", "ridge bf16 FLOP/B"):
+            table.add_column(column)
+        for hw in list_hardware():
+            table.add_row(
+                get_short_name(hw), ", ".join(hw.aliases[1:]) + f"  ({hw.name})",
+                format_rate(hw.get_peak_flops_per_s("bf16"), "FLOP/s"),
+                format_rate(hw.memory_bandwidth_bytes_per_s, "B/s"), format_bytes(hw.memory_capacity_bytes),
+                f"{hw.get_ridge_point_flops_per_byte('bf16'):.0f}",
+            )
+    else:
+        for column in ("name", "full name", "params", "layers", "hidden", "heads/kv", "max ctx"):
+            table.add_column(column)
+        for m in list_models():
+            table.add_row(
+                get_short_name(m), m.name, f"{m.params / GIGA:.2f} B", str(m.num_layers), str(m.hidden_size),
+                f"{m.num_attention_heads}/{m.num_kv_heads}", format_count(m.max_context_tokens),
+            )
+    Console(width=140).print(table)
+    return 0
+
+
+def cmd_show(args) -> int:
+    import json
+
+    from ..registry import load_any_spec
+    from ..specs import HardwareSpec
+
+    spec = load_any_spec(args.name)  # reads a file with the schema its content is written for
+    if isinstance(spec, HardwareSpec):
+        derived = {
+            "ridge_point_flops_per_byte": spec.ridge_points_flops_per_byte,
+            "compute_dtype_used_for": {d: spec.get_compute_dtype(d) for d in ("fp32", "bf16", "fp16", "fp8", "int8", "int4")},
+        }
+    else:
+        derived = {
+            "params": spec.params,
+            "published_params": spec.published_params,
+            "head_dim": spec.head_dim_resolved,
+            "query_group_size": spec.query_group_size,
+            "kv_bytes_per_token_bf16": spec.get_kv_bytes_per_token("bf16"),
+            "weight_bytes_bf16": spec.get_weight_bytes("bf16"),
+        }
+    out = {**spec.model_dump(mode="json", exclude_none=True), "derived": derived}
+    if args.json:
+        print(json.dumps(out, indent=2, allow_nan=False))
+    else:
+        import yaml
+
+        print(yaml.safe_dump(out, sort_keys=False).rstrip())
+    return 0
+
+
