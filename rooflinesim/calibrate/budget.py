@@ -25,7 +25,7 @@ from dataclasses import dataclass, replace
 from ..ops import get_step_ops
 from ..units import MIB, get_dtype_bytes
 from .measurements import AttentionKey, CacheKey, DecoderKey, ElementwiseKey, LinearKey, MeasurementKey
-from .plan import (ALWAYS_MEASURED_M, CACHE_SHAPE, DECODER_CONTEXT, ELEMENTWISE_SPECS, OVERHEAD_MODELS, AttentionGrid, AttentionHeads,
+from .plan import (ALWAYS_MEASURED_M, CACHE_SHAPE, QUICK_CACHE_WORKING_SETS, DECODER_CONTEXT, ELEMENTWISE_SPECS, OVERHEAD_MODELS, AttentionGrid, AttentionHeads,
                    Plan, StepTokens, WeightShape, elementwise_step_split, get_decoder_spec)
 
 #: the ladder, richest first; `plan_for_budget` walks down it per dtype until the run fits
@@ -109,9 +109,9 @@ def get_level_plan(level: str, dtypes, device) -> Plan:
                            (384, 384), (1536, 1536), (768, 192), (1536, 4096), (4096, 1536), (384, 24576))),
                        min_calls=5, m_grid=(1, 2, 3, 4, 6, 8, 12, 16, 32, 64, 256), bandwidth_bytes=128 * MIB,
                        attention=AttentionGrid(quick.attention.head_configs, (1, 12), (96, 1500), (1, 6)),
-                       elementwise_tokens=(1, 40, 256), block_models=("block-384", "block-768"),
+                       elementwise_tokens=(1, 40, 256), block_models=("block-384", "block-2048"),
                        block_tokens=(StepTokens(1, 1), StepTokens(8, 1)),
-                       cache_working_sets=(int(16 * MIB), int(128 * MIB)))
+                       cache_working_sets=QUICK_CACHE_WORKING_SETS)
     if level == "minimal":
         # few configurations, but each from enough calls to survive a noisy, shared CPU
         return replace(quick, level=level, min_calls=5, min_time_s=0.0, max_call_flops=1.5e9,
