@@ -15,20 +15,11 @@ from pathlib import Path
 
 import numpy as np
 
+from rooflinesim.profiles import get_host_cpu_model
 from rooflinesim.scenario import build_scenario
 from rooflinesim.serve import LengthDistribution, generate_requests, simulate
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
-
-
-def get_cpu_model() -> str:
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or "unknown CPU"
 
 
 def main(requests: int = 10_000, repeats: int = 3) -> None:
@@ -37,7 +28,7 @@ def main(requests: int = 10_000, repeats: int = 3) -> None:
     scenario = build_scenario("h100", "llama-3.1-70b", tp=4, draft="llama-3.1-8b", alpha=0.8, k_values=[0])
     prompt, output = LengthDistribution.parse("1024", "prompt"), LengthDistribution.parse("128", "output")
     load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
-    print(f"machine: {get_cpu_model()}, {os.cpu_count()} cores, Python {platform.python_version()}, load average "
+    print(f"machine: {get_host_cpu_model()}, {os.cpu_count()} cores, Python {platform.python_version()}, load average "
           f"{load:.1f} (wall times on a shared machine vary; CPU time is the steadier figure)")
     for rate, policy in ((2.0, "fixed:4"), (8.0, "dynamic"), (8.0, "fixed:4"), (32.0, "dynamic")):
         reqs = generate_requests(requests, rate, prompt, output, seed=0)

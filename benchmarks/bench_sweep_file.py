@@ -22,21 +22,13 @@ from pathlib import Path
 
 import numpy as np
 
+from rooflinesim.profiles import get_host_cpu_model
+
 BATCH = list(range(1, 257))
 CTX = "1k..128k"  # 8 contexts, powers of two
 K = "0..16"  # 17 draft lengths
 ALPHA = np.linspace(0.5, 0.95, 30).tolist()  # 30 acceptance rates
 N_POINTS = len(BATCH) * 8 * 17 * len(ALPHA)
-
-
-def get_cpu_model() -> str:
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return "unknown CPU"
 
 
 def get_command(output: Path, fmt: str) -> list[str]:
@@ -78,7 +70,7 @@ def main() -> None:
     peak_mb = usage.ru_maxrss * 1024 / 1e6  # Linux: KiB, the maximum over every child waited for (the largest run)
     cpu_s = (usage.ru_utime + usage.ru_stime) / args.repeats
     # wall time on a shared machine depends on what else runs: the load average and the CPU time put it in context
-    print(f"CPU: {get_cpu_model()} ({len(os.sched_getaffinity(0))} cores usable, load average {load_before:.1f} "
+    print(f"CPU: {get_host_cpu_model()} ({len(os.sched_getaffinity(0))} cores usable, load average {load_before:.1f} "
           f"before, {os.getloadavg()[0]:.1f} after)")
     print(f"rooflinesim sweep -o grid.{args.format}: {N_POINTS:,} points, {size_mb:.0f} MB file")
     print(f"wall: median {statistics.median(walls):.2f} s over {args.repeats} runs "
