@@ -17,7 +17,7 @@ from .spec_base import FloatTuple, IntTuple, SpecModel, StrTuple
 from .units import normalize_dtype
 
 #: Elementwise op families `rooflinesim calibrate` measures (the keys of DtypeProfile.elementwise).
-ELEMENTWISE_FAMILIES = ("norm", "rope", "mlp_act", "residual", "kv_cache_write", "embedding")
+ELEMENTWISE_FAMILIES = ("norm", "rope", "mlp_act", "residual", "kv_cache_write", "embedding", "sample", "accept_rule")
 #: DtypeProfile.attention keys: one query token per sequence (decode) or several (verify), per head_dim.
 ATTENTION_FIT_KINDS = ("decode", "multi")
 _ATTENTION_KEY = re.compile(r"^(decode|multi)_d([1-9][0-9]*)$")

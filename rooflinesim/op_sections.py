@@ -1,5 +1,7 @@
 """The sections of one forward step (embedding, attention GQA / MLA, MLP dense / MoE, collectives, lm_head), each a
-function of one OpContext that returns its ops in execution order; `ops.get_step_ops` strings them together.
+function of one OpContext that returns its ops in execution order; `ops.get_step_ops` strings them together. The
+sampler after the logits (and, for speculation, the acceptance rule) are ops too, priced only when the workload asks
+for them: an engine's step samples, a bare forward pass (what calibration and `validate` time) does not.
 
 OpContext holds what every section prices from, resolved once per step: the token counts of the grid, bytes per
 element of each dtype, the tensor-parallel local sizes, and the attention geometry.
@@ -240,3 +242,48 @@ def lm_head_ops(c: OpContext) -> list[OpCost]:
         ops.append(make_collective("logits_allgather", "allgather", 1, t * c.model.vocab_size * c.a, c.tp))
     return ops
 
+
+
+#: bytes per element the sampler and the acceptance rule move: engines sample from fp32 logits (vLLM and SGLang upcast
+#: before the softmax)
+SAMPLER_BYTES_PER_ELEMENT = get_dtype_bytes("fp32")
+
+
+def get_sampler_bytes(batch, new_tokens, vocab: int):
+    """Traffic of one step's sampler: the logits of every computed position read and their probabilities written
+    (temperature, softmax), then one probability row per sequence read to draw its next token."""
+    rows = np.asarray(batch, dtype=float) * np.asarray(new_tokens, dtype=float)
+    return SAMPLER_BYTES_PER_ELEMENT * vocab * (2.0 * rows + np.asarray(batch, dtype=float))
+
+
+def get_acceptance_rule_bytes(batch, vocab: int):
+    """Traffic of the exact acceptance rule after a verify, per sequence: the target's and the draft's probability rows
+    at the first rejected position read, the residual max(p - q, 0) written and read to draw the correction token
+    (the per-draft probability lookups are a few scalars)."""
+    return SAMPLER_BYTES_PER_ELEMENT * vocab * 4.0 * np.asarray(batch, dtype=float)
+
+
+def sampler_ops(c: OpContext) -> list[OpCost]:
+    """The sampler over the logits the step computed (the whole vocabulary: vocab-parallel logits were gathered)."""
+    return get_sampler_ops(c.model, c.b, c.logit_tokens / c.b)
+
+
+def get_sampler_ops(model: ModelSpec, batch, new_tokens=1) -> list[OpCost]:
+    """The sampler of a step of `batch` sequences with `new_tokens` computed logit positions each."""
+    b = np.asarray(batch, dtype=float)
+    q = np.asarray(new_tokens, dtype=float)
+    vocab = model.vocab_size
+    bytes_moved = get_sampler_bytes(b, q, vocab)
+    return [make_op("sample", "elementwise", 1, FLOPS_PER_SCORE_SOFTMAX * b * q * vocab, 0.0, bytes_moved / 2, bytes_moved / 2,
+                    m=b, q=q, vocab=vocab)]
+
+
+def get_acceptance_rule_ops(model: ModelSpec, batch, k) -> list[OpCost]:
+    """The exact (rejection-sampling) rule of one speculative iteration: per sequence, accept each draft with
+    probability min(1, p / q) until the first rejection, then draw the correction token from max(p - q, 0). Nothing
+    when k = 0 (plain decoding samples in its step)."""
+    b = np.asarray(batch, dtype=float)
+    on = (np.asarray(k, dtype=float) > 0).astype(float)
+    bytes_moved = get_acceptance_rule_bytes(b, model.vocab_size) * on
+    return [make_op("accept_rule", "elementwise", 1, 2.0 * b * model.vocab_size * on, 0.0, bytes_moved / 2,
+                    bytes_moved / 2, m=b, k=np.asarray(k, dtype=float), vocab=model.vocab_size)]

@@ -25,7 +25,7 @@ from .op_cost import (  # re-exported (see __all__): the public names of the op 
 )
 from .op_sections import (
     OpContext, allreduce_ops, attention_ops_gqa, attention_ops_mla, dense_mlp_ops, embedding_ops, get_local_width,
-    lm_head_ops, moe_mlp_ops,
+    get_acceptance_rule_ops, get_sampler_ops, lm_head_ops, moe_mlp_ops, sampler_ops,
 )
 from .units import DEFAULT_QUANT_GROUP_SIZE, get_dtype_bytes
 
@@ -48,6 +48,7 @@ def get_step_ops(
     logits_for_all_tokens: bool = True,
     tensor_parallel: int = 1,
     quant_group_size: int = DEFAULT_QUANT_GROUP_SIZE,
+    sampling: bool = False,
 ) -> list[OpCost]:
     """All ops of one forward step on ONE device, in execution order. B, S, q may be broadcastable arrays.
 
@@ -61,6 +62,9 @@ def get_step_ops(
     KV heads are replicated when N exceeds them, and MLA's latent cache is replicated on every device. Each layer then
     all-reduces its activations twice (after o_proj and after the MLP), the vocab-parallel embedding once, and the
     logits are all-gathered. With N = 1 there are no collectives and nothing is sharded.
+
+    `sampling` adds the sampler over the computed logits (softmax and one draw per sequence; see
+    `op_sections.sampler_ops`): an engine's step samples, a bare forward pass does not.
 
     int8/int4 weights carry group scales (see units.get_weight_bytes_per_element) and cost 2 FLOPs per weight to
     dequantise on the fly.
@@ -82,6 +86,7 @@ def get_step_ops(
         *allreduce_ops(c, "mlp_allreduce", layers),
         c.residual("mlp_residual"),
         *lm_head_ops(c),
+        *(sampler_ops(c) if sampling else []),
     ]
 
 
@@ -125,7 +130,7 @@ def get_activation_bytes(model: ModelSpec, batch, new_tokens, context_tokens, ac
 __all__ = [
     "ATTENTION_KINDS", "ATTENTION_MODES", "COLLECTIVE_KINDS", "MATMUL_KINDS", "FLOPS_PER_ELEMENT_GELU",
     "FLOPS_PER_ELEMENT_LAYERNORM", "FLOPS_PER_ELEMENT_RMSNORM", "FLOPS_PER_ELEMENT_ROPE", "FLOPS_PER_ELEMENT_SILU_GATE",
-    "FLOPS_PER_SCORE_SOFTMAX", "OpCost", "OpContext", "get_step_ops", "get_attention_pairs", "get_kv_tokens_read",
+    "FLOPS_PER_SCORE_SOFTMAX", "OpCost", "OpContext", "get_step_ops", "get_acceptance_rule_ops", "get_sampler_ops", "get_attention_pairs", "get_kv_tokens_read",
     "get_kv_tokens_stored", "get_expected_experts_touched", "get_kv_elements_per_token_per_layer_per_device",
     "get_kv_cache_bytes", "get_activation_bytes", "get_local_width", "make_op", "make_linear", "make_collective",
 ]

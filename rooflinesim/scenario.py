@@ -28,7 +28,8 @@ from .units import DEFAULT_QUANT_GROUP_SIZE, GIGA, format_count
 from .scenario_inputs import (  # the checks and defaults are re-exported: one flat API for a scenario's inputs
     DEFAULT_ALPHA, DEFAULT_DRAFT, DEFAULT_GPU_MEMORY_UTILIZATION, DEFAULT_HARDWARE, DEFAULT_HEAD_LAYER_FRACTION,
     DEFAULT_MEMORY_RESERVE_BYTES, DEFAULT_MODEL, DRAFTER_KINDS, MAX_CONTEXT_TOKENS, MAX_GRID_VALUES, MAX_K,
-    MAX_K_LIMIT, Acceptance, Drafter, _as_list, check_alpha, check_batch_axis, check_context_axis, check_k,
+    MAX_K_LIMIT, Acceptance, Drafter, _as_list, check_alpha, check_batch_axis, check_context_axis,
+    check_draft_first_step_tokens, check_k,
     check_positive_int, parse_context, resolve_acceptance, resolve_acceptance_source, resolve_drafter, resolve_dtypes,
     resolve_memory_options, resolve_quant_kernel,
 )
@@ -50,6 +51,9 @@ class Scenario:
     k_values: np.ndarray = field(default_factory=lambda: np.asarray([0]))
     k: int | None = None  # the draft length asked for (None: the best one)
     extra_draft_pass: bool = False
+    #: tokens the first draft step of an iteration reads: 1, or 2 when the loop re-reads the last two committed tokens
+    #: so that a sequence whose k drafts were all accepted catches up without gpt-fast's extra pass
+    draft_first_step_tokens: int = 1
     warnings: tuple[str, ...] = ()
     gpu_memory_utilization: float = DEFAULT_GPU_MEMORY_UTILIZATION
     memory_reserve_bytes: float = DEFAULT_MEMORY_RESERVE_BYTES
@@ -163,6 +167,8 @@ def build_scenario(
     k_values=None,
     head_layer_fraction: float = DEFAULT_HEAD_LAYER_FRACTION,
     extra_draft_pass: bool = False,
+    draft_first_step_tokens: int = 1,
+    sampling: bool = False,
     gpu_memory_utilization=None,
     memory_reserve_bytes=None,
     quant_kernel: str | None = None,
@@ -178,13 +184,16 @@ def build_scenario(
     '0.9,0.8') the conditional rate per draft position instead; `acceptance` (an engine log or metrics file, a preset
     name, or a `MeasuredAcceptance`) a measured or published acceptance instead of either, `acceptance_k` the
     engine's draft length where its file does not state it (see `resolve_acceptance_source`).
-    `speculative=False` leaves the drafter out.
+    `speculative=False` leaves the drafter out. `sampling=True` prices what an engine runs after each forward pass:
+    the sampler over the logits and, when speculating, the acceptance rule (off: bare forward passes, what
+    calibration and `validate` time). `draft_first_step_tokens=2` prices a loop whose first draft step re-reads the
+    last two committed tokens (a draft model only; the alternative to `extra_draft_pass`).
     `gpu_memory_utilization` (default 0.9, vLLM's) and `memory_reserve_bytes` (default 3 GiB; on a CPU 1 and 0) set
     what memory fit and max batch may use: capacity x utilisation - reserve.
     """
     warnings: list[str] = []
     for name, flag in (("allow_long_context", allow_long_context), ("speculative", speculative),
-                       ("extra_draft_pass", extra_draft_pass)):
+                       ("extra_draft_pass", extra_draft_pass), ("sampling", sampling)):
         if not isinstance(flag, (bool, np.bool_)):  # a string such as "no" would silently mean True
             raise InputError(f"{name} must be True or False, got {flag!r}")
     hw_spec = load_hardware(hw)
@@ -213,7 +222,7 @@ def build_scenario(
     group = check_positive_int(quant_group_size, "quantisation group size", 1 << 20)
     workload = Workload(batch=int(batch_axis[0]), context_tokens=int(context_axis[0]), weight_dtype=weight,
                         kv_dtype=kv, activation_dtype=activation, attention=attention, tensor_parallel=tp,
-                        quant_group_size=group)
+                        quant_group_size=group, sampling=bool(sampling))
     timing = get_timing_model(hw_spec)
     kernel, kernel_warnings = resolve_quant_kernel(quant_kernel, weight, hw_spec)
     warnings += kernel_warnings
@@ -222,6 +231,8 @@ def build_scenario(
     utilization, reserve = resolve_memory_options(gpu_memory_utilization, memory_reserve_bytes, hw_spec)
     scenario = Scenario(hw_spec, model_spec, workload, batch_axis, context_axis, timing,
                         k_values=np.asarray([0]), extra_draft_pass=bool(extra_draft_pass),
+                        draft_first_step_tokens=check_draft_first_step_tokens(draft_first_step_tokens,
+                                                                              extra_draft_pass),
                         gpu_memory_utilization=utilization, memory_reserve_bytes=reserve, quant_kernel=kernel)
     if speculative:
         if acceptance is None:
@@ -248,6 +259,9 @@ def build_scenario(
         spec_drafter, draft_workload, drafter_warnings = resolve_drafter(
             model_spec, hw_spec, workload, draft, drafter, head_layer_fraction, draft_tp)
         warnings += drafter_warnings
+        if scenario.draft_first_step_tokens != 1 and spec_drafter.kind != "model":
+            raise InputError(f"a first draft step of {scenario.draft_first_step_tokens} tokens needs a draft model, "
+                             f"not a {spec_drafter.kind} drafter")
         if acceptance.drafter_kind not in (None, spec_drafter.kind):
             warnings.append(f"the acceptance was measured with a {acceptance.drafter_kind} drafter but a "
                             f"{spec_drafter.kind} drafter ({spec_drafter.name}) is priced: pass --drafter "

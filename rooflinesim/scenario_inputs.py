@@ -293,3 +293,14 @@ def resolve_memory_options(gpu_memory_utilization, memory_reserve_bytes, hw: Har
     return float(utilization), float(reserve)
 
 
+
+
+def check_draft_first_step_tokens(value, extra_draft_pass: bool) -> int:
+    """1 (the default) or 2 (the first draft step re-reads the last two committed tokens); 2 and gpt-fast's extra draft
+    pass are two answers to the same catch-up, so not both."""
+    if isinstance(value, bool) or value not in (1, 2):
+        raise InputError(f"the first draft step reads 1 or 2 tokens, got {value!r}")
+    if value == 2 and extra_draft_pass:
+        raise InputError("a two-token first draft step and the extra draft pass both catch up after k accepted "
+                         "drafts: choose one")
+    return int(value)

@@ -182,6 +182,8 @@ class Workload(FrozenModel):
     attention: Literal["flash", "unfused", "per-head"] = "flash"
     tensor_parallel: int = Field(default=1, gt=0, description="devices the model is sharded over (--tp)")
     quant_group_size: int = Field(default=DEFAULT_QUANT_GROUP_SIZE, gt=0, description="int8/int4 weights per scale")
+    sampling: bool = Field(default=False, description="price the sampler after each step's logits and, when "
+                           "speculating, the acceptance rule (--sampling); off: a bare forward pass")
 
     @field_validator("weight_dtype", "kv_dtype", "activation_dtype")
     @classmethod

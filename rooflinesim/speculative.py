@@ -20,8 +20,9 @@ import numpy as np
 from .acceptance import expected_tokens_iid
 from .scenario import Scenario
 from .draft_heads import get_head_ops
+from .ops import get_acceptance_rule_ops, get_sampler_ops
 from .step import StepCost, get_ops_time_s, get_ratio_rel_sigma, get_rel_sigma, get_workload_step
-from .timing import Z90, TimingModel
+from .timing import Z90, TimingModel, get_op_time
 
 
 def get_expected_tokens(k, alpha=None, alpha_per_position=None) -> np.ndarray:
@@ -60,12 +61,14 @@ def get_speedup(expected_tokens, target_decode_time_s, speculative_step_time_s):
     return np.asarray(expected_tokens) * target_decode_time_s / speculative_step_time_s
 
 
-def get_draft_step_time_s(scenario: Scenario, timing: TimingModel, batch, context_tokens, target_decode=None):
-    """Time of one draft decode step per the drafter kind, at the given batch and context (arrays broadcast)."""
+def get_draft_step_time_s(scenario: Scenario, timing: TimingModel, batch, context_tokens, target_decode=None,
+                          new_tokens=1):
+    """Time of one draft decode step per the drafter kind, at the given batch and context (arrays broadcast); a draft
+    model's step may read `new_tokens` tokens (the first step of a loop that re-reads the last two committed ones)."""
     drafter = scenario.drafter
     if drafter.kind == "model":
-        return get_workload_step(scenario.hardware, drafter.model, scenario.draft_workload, 1, timing,
-                                 context_tokens, batch).step_time_s
+        return get_workload_step(scenario.hardware, drafter.model, scenario.draft_workload, new_tokens, timing,
+                                 context_tokens, batch, logits_for_all_tokens=False).step_time_s
     if drafter.kind == "ngram":
         return np.zeros(np.broadcast(np.asarray(batch), np.asarray(context_tokens)).shape)
     # a self-drafting head: its own op list (one decoder layer and the vocabulary projection for EAGLE / MTP, a
@@ -73,6 +76,8 @@ def get_draft_step_time_s(scenario: Scenario, timing: TimingModel, batch, contex
     kind = "eagle" if drafter.kind == "head" else drafter.kind
     w = scenario.workload
     layer, rest = get_head_ops(kind, scenario.model, w, batch, context_tokens)
+    if w.sampling:  # the head's draft token is sampled from its logits like a model's
+        rest = rest + get_sampler_ops(scenario.model, batch)
     hw, dtype = scenario.hardware, w.activation_dtype
     layer_time = get_ops_time_s(hw, layer, dtype, timing, 1) if layer else 0.0
     rest_time = get_ops_time_s(hw, rest, dtype, timing, 0)
@@ -110,12 +115,24 @@ class SpeculativeGrid:
     speedup_rel_sigma: np.ndarray | None = None
 
 
+def get_acceptance_rule_time_s(scenario: Scenario, timing: TimingModel, batch, k) -> np.ndarray:
+    """The acceptance rule of one iteration (`ops.get_acceptance_rule_ops`) when the workload prices sampling, else 0.
+    It runs between the verify's forward pass and the next draft step, so no per-step dispatch is added."""
+    if not scenario.workload.sampling:
+        return np.zeros(np.broadcast(np.asarray(batch), np.asarray(k)).shape)
+    hw, dtype = scenario.hardware, scenario.workload.activation_dtype
+    ops = get_acceptance_rule_ops(scenario.model, batch, k)
+    bound = timing.for_step(ops)
+    time = sum((get_op_time(bound, hw, op, dtype).time_s for op in ops), np.asarray(0.0))
+    return np.where(np.asarray(k) > 0, time, 0.0)  # its per-call cost too: k = 0 runs no rule
+
+
 def _scaled_families(families: dict, scale) -> dict:
     return {f: t * scale for f, t in families.items()}
 
 
 def _interval(scenario: Scenario, decode: StepCost, verify: StepCost, k, draft, target_decode, step, batch,
-              context_tokens) -> dict:
+              context_tokens, rule) -> dict:
     """The relative errors of the draft, verify and speculative steps and of the speedup (see SpeculativeGrid)."""
     sigmas = decode.sigmas
     drafter = scenario.drafter
@@ -130,8 +147,8 @@ def _interval(scenario: Scenario, decode: StepCost, verify: StepCost, k, draft, 
     else:  # n-gram drafts are free
         draft_families = {}
     k = np.asarray(k, dtype=float)
-    verify_time = np.where(k > 0, np.maximum(verify.step_time_s, decode.step_time_s), decode.step_time_s)
-    verify_parts = verify.priced_time_s
+    verify_time = np.where(k > 0, np.maximum(verify.step_time_s, decode.step_time_s), decode.step_time_s) + rule
+    verify_parts = {**verify.priced_time_s, ("elementwise", "accept_rule"): rule}
     verify_families = {f: np.where(k > 0, verify_parts.get(f, 0.0), decode_families.get(f, 0.0))
                        for f in set(verify_parts) | set(decode_families)}
     draft_share = (step - verify_time) / np.where(draft > 0, draft, 1.0)  # k (+ a^k for the extra pass)
@@ -174,7 +191,8 @@ def price_speculation(scenario: Scenario, batch=None, context_tokens=None, k=Non
     draft_timing, verify_timing = _loop_timings(scenario, decode)
     # the first of the k draft steps follows the target's verify (the target's weights went through the caches in
     # between); the next k - 1 follow a draft step, so the draft's own weights may still be cached
-    cold = get_draft_step_time_s(scenario, draft_timing, batch, context_tokens, decode)
+    cold = get_draft_step_time_s(scenario, draft_timing, batch, context_tokens, decode,
+                                 new_tokens=scenario.draft_first_step_tokens)
     warm = get_draft_step_time_s(scenario, scenario.timing, batch, context_tokens, decode)
     draft = (cold + np.maximum(k - 1, 0) * warm) / np.maximum(k, 1)
     verify_step = get_workload_step(hw, scenario.model, w, k + 1, verify_timing, context_tokens, batch)
@@ -183,12 +201,14 @@ def price_speculation(scenario: Scenario, batch=None, context_tokens=None, k=Non
     # a real saw-tooth of CPU tables); speculation is never credited with it, so speedup <= E holds everywhere
     verify = np.maximum(verify, target_decode)
     verify = np.where(k > 0, verify, target_decode)  # k = 0: plain decoding, no draft in the caches
+    rule = get_acceptance_rule_time_s(scenario, verify_timing, batch, k)  # 0 at k = 0 and without --sampling
+    verify = verify + rule
     expected = get_expected_tokens(k, alpha, per_position)
     all_accepted = get_all_accepted_probability(k, alpha, per_position) if scenario.extra_draft_pass else None
     step = get_speculative_step_time_s(k, draft, verify, all_accepted, scenario.extra_draft_pass)
     fits = scenario.get_memory_fit(batch, context_tokens, k).fits_in_memory
     interval = {} if decode.sigmas is None else _interval(scenario, decode, verify_step, k, draft, target_decode,
-                                                           step, batch, context_tokens)
+                                                           step, batch, context_tokens, rule)
     return SpeculativeGrid(
         batch, context_tokens, k, None if alpha is None else np.asarray(alpha), target_decode, cold, warm, draft,
         verify, expected, step, get_speedup(expected, target_decode, step), fits, **interval,

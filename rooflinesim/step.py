@@ -154,14 +154,16 @@ def get_step_cost(
     timing: TimingModel | None = None,
     tensor_parallel: int = 1,
     quant_group_size: int = DEFAULT_QUANT_GROUP_SIZE,
+    sampling: bool = False,
 ) -> StepCost:
-    """Cost of one forward step of B sequences adding q tokens on S cached ones (arrays broadcast).
+    """Cost of one forward step of B sequences adding q tokens on S cached ones (arrays broadcast); `sampling` adds
+    the sampler over its logits.
 
     With tensor parallelism the ops are one device's share plus the collectives; all devices run in lockstep.
     """
     ops = get_step_ops(
         model, batch, context_tokens, new_tokens, weight_dtype, kv_dtype, activation_dtype, attention,
-        logits_for_all_tokens, tensor_parallel, quant_group_size,
+        logits_for_all_tokens, tensor_parallel, quant_group_size, sampling,
     )
     timing = (timing or DatasheetTiming.expected(hw)).for_step(ops)  # a measured model reads the cache working set
     sol = DatasheetTiming.speed_of_light(hw)
@@ -244,7 +246,7 @@ def get_workload_step(hw, model, workload: Workload, new_tokens, timing, context
         new_tokens,
         workload.weight_dtype, workload.kv_dtype, workload.activation_dtype, workload.attention,
         logits_for_all_tokens=logits_for_all_tokens, timing=timing, tensor_parallel=workload.tensor_parallel,
-        quant_group_size=workload.quant_group_size,
+        quant_group_size=workload.quant_group_size, sampling=workload.sampling,
     )
 
 

@@ -49,6 +49,7 @@ def test_profile_is_written_and_reads_back(smoke):
     assert 0.5e9 < fp32.copy_bandwidth_bytes_per_s < 2e12
     assert 1e9 < fp32.peak_flops_per_s < 1e14
     assert fp32.linear and fp32.attention and fp32.elementwise
+    assert {"sample", "accept_rule"} <= set(fp32.elementwise)  # the sampler benchmark ran and was fitted
     assert not list(path.parent.glob(".*.tmp"))  # the atomic writer left no temporary file
 
 

@@ -9,7 +9,9 @@ calibrated profile of this device.
 
 Measured speedup = committed tokens per iteration (realised in the loop) x T_decode step / T_speculative iteration,
 times as medians over iterations. The loop's first draft step reads the last two committed tokens (q = 2), so a
-sequence whose k drafts were all accepted catches up without an extra pass; the model prices it as q = 1.
+sequence whose k drafts were all accepted catches up without an extra pass; the prediction prices that step at q = 2
+(`draft_first_step_tokens=2`) and the sampler and acceptance rule the loops run (`sampling=True`, from the profile's
+'sample' and 'accept_rule' fits of `calibrate.sampling`, the functions the loops call).
 """
 
 from __future__ import annotations
@@ -28,15 +30,10 @@ from ..speculative import price_speculation
 from .acceptance_measure import MeasureSettings, load_pair, measure_acceptance
 from .acceptance_models import corpus, hf_config, trained_pair
 from .measurements import Timing
+from .sampling import accept_exact, get_probabilities, sample_step
 
 GOAL_SPEEDUP_ERROR = 0.15
 PROMPT_TOKENS = 64
-
-
-def _rows_probs(logits: torch.Tensor, temperature: float) -> torch.Tensor:
-    if temperature == 0.0:
-        return torch.nn.functional.one_hot(logits.argmax(-1), logits.shape[-1]).to(torch.float64)
-    return torch.softmax(logits.to(torch.float64) / temperature, dim=-1)
 
 
 @torch.no_grad()
@@ -52,8 +49,7 @@ def batched_loops(target, draft, prompts: torch.Tensor, k: int, temperature: flo
     for i in range(iterations + 2):
         sync()
         began = time.perf_counter()
-        probs = _rows_probs(target(last, length, int(length.max()) + 1)[:, -1], temperature)
-        last = torch.multinomial(probs, 1, generator=generator)
+        last = sample_step(target(last, length, int(length.max()) + 1), temperature, generator)[0][:, None]
         sync()
         if i >= 2:
             decode_times.append(time.perf_counter() - began)
@@ -70,22 +66,13 @@ def batched_loops(target, draft, prompts: torch.Tensor, k: int, temperature: flo
         began = time.perf_counter()
         feed, at, drafts, q_rows = torch.stack([prev, last], 1), cur - 1, [], []
         for _ in range(k):
-            q = _rows_probs(draft(feed, at, int(at.max()) + feed.shape[1])[:, -1], temperature)
-            token = torch.multinomial(q, 1, generator=generator)
-            drafts.append(token[:, 0])
-            q_rows.append(q)
-            at, feed = at + feed.shape[1], token
+            token, q = sample_step(draft(feed, at, int(at.max()) + feed.shape[1])[:, -1:], temperature, generator)
+            drafts.append(token)
+            q_rows.append(q[:, 0])
+            at, feed = at + feed.shape[1], token[:, None]
         d = torch.stack(drafts, 1)  # [B, k]
-        p_rows = _rows_probs(target(torch.cat([last[:, None], d], 1), cur, int(cur.max()) + k + 1), temperature)
-        q_all = torch.stack(q_rows, 1)  # [B, k, V]
-        p_draft = p_rows[:, :k].gather(2, d[..., None])[..., 0]
-        q_draft = q_all.gather(2, d[..., None])[..., 0]
-        ok = torch.rand(b, k, generator=generator, dtype=torch.float64) * q_draft < p_draft
-        n = ok.to(torch.int64).cumprod(1).sum(1)  # leading accepted drafts
-        residual = torch.clamp(p_rows[rows, n] - torch.where((n < k)[:, None], q_all[rows, n.clamp(max=k - 1)], 0.0),
-                               min=0.0)
-        residual = torch.where(residual.sum(1, keepdim=True) > 0, residual, p_rows[rows, n])
-        next_token = torch.multinomial(residual, 1, generator=generator)[:, 0]
+        p_rows = get_probabilities(target(torch.cat([last[:, None], d], 1), cur, int(cur.max()) + k + 1), temperature)
+        n, next_token = accept_exact(p_rows, torch.stack(q_rows, 1), d, generator)
         prev = torch.where(n > 0, d[rows, (n - 1).clamp(min=0)], last)
         last, cur = next_token, cur + n + 1
         sync()
@@ -118,7 +105,8 @@ def run_acceptance_validation(profile_path, work_dir, device: str = "cpu", batch
                             torch.Generator().manual_seed(seed + batch))
         scenario = build_scenario(hw, str(target_dir / "config.json"), batch, PROMPT_TOKENS, weight_dtype="fp32",
                                   kv_dtype="fp32", activation_dtype="fp32", draft=str(draft_dir / "config.json"),
-                                  acceptance=measured, k=k, allow_long_context=True)
+                                  acceptance=measured, k=k, allow_long_context=True, sampling=True,
+                                  draft_first_step_tokens=2)
         grid = price_speculation(scenario, batch, PROMPT_TOKENS, k)
         t_dec, t_it = run["decode"].estimate_s, run["iteration"].estimate_s
         measured_speedup = run["tokens_per_iteration"] * t_dec / t_it

@@ -24,7 +24,7 @@ from dataclasses import dataclass, replace
 
 from ..ops import get_step_ops
 from ..units import MIB, get_dtype_bytes
-from .measurements import AttentionKey, CacheKey, DecoderKey, ElementwiseKey, LinearKey, MeasurementKey
+from .measurements import AttentionKey, CacheKey, DecoderKey, ElementwiseKey, LinearKey, MeasurementKey, SamplerKey
 from .plan import (ALWAYS_MEASURED_M, CACHE_SHAPE, QUICK_CACHE_WORKING_SETS, DECODER_CONTEXT, ELEMENTWISE_SPECS, OVERHEAD_MODELS, AttentionGrid, AttentionHeads,
                    Plan, StepTokens, WeightShape, elementwise_step_split, get_decoder_spec)
 
@@ -180,6 +180,10 @@ def estimate_key_s(key: MeasurementKey, plan: Plan, speed: DeviceSpeed) -> float
         call = _linear_call_s(1, k, n, size, speed)
         return (JOB_SETUP_S + 2 * copies * call
                 + _timed_s(call, plan, min_calls=max(2 * copies, 10), max_calls=max(4 * copies, MAX_CALLS)))
+    if isinstance(key, SamplerKey):  # float64 probabilities, a few passes over them and ~20 small calls
+        rows = key.batch * (key.positions + 1)
+        call = 6 * rows * key.vocab * 8 / speed.gemv_bandwidth_bytes_per_s + 20 * speed.call_overhead_s
+        return JOB_SETUP_S + _timed_s(call, plan)
     raise TypeError(f"no cost model for {key!r}")
 
 

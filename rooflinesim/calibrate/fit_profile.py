@@ -21,12 +21,13 @@ import itertools
 
 import numpy as np
 
+from ..op_sections import get_acceptance_rule_bytes, get_sampler_bytes
 from ..ops import get_step_ops
 from ..specs import (AffineFit, CacheReuse, DtypeProfile, Efficiency, HardwareSpec, LinearTable, MeasuredProfile,
                      Provenance)
 from ..units import GIGA, get_dtype_bytes
 from .fit import AffineResult, RooflineFit, fit_affine, fit_roofline
-from .measurements import AttentionKey, CacheKey, DecoderKey, ElementwiseKey, LinearKey, Results
+from .measurements import AttentionKey, CacheKey, DecoderKey, ElementwiseKey, LinearKey, Results, SamplerKey
 from .plan import (CACHE_SHAPE, DECODER_CONTEXT, OVERHEAD_MODELS, Plan, elementwise_step_split, get_decoder_spec,
                    synthetic_spec)
 from .profile import LinearModel, MeasuredTiming, get_shape_loo_error
@@ -114,6 +115,13 @@ def _fit_elementwise(dtype: str, results: Results) -> dict[str, AffineFit]:
         xs = [_elementwise_bytes(key, dtype) for key in family_keys]
         times = [results.timing(key).estimate_s for key in family_keys]
         elementwise[family] = _as_affine_fit(fit_affine({"bytes": np.array(xs)}, np.array(times)))
+    sampler_keys = list(results.keys_of(SamplerKey))
+    for kind in sorted({key.kind for key in sampler_keys}):  # 'sample' and 'accept_rule', priced like the rest
+        kind_keys = [key for key in sampler_keys if key.kind == kind]
+        xs = [float(get_sampler_bytes(key.batch, key.positions, key.vocab)) if kind == "sample"
+              else float(get_acceptance_rule_bytes(key.batch, key.vocab)) for key in kind_keys]
+        times = [results.timing(key).estimate_s for key in kind_keys]
+        elementwise[kind] = _as_affine_fit(fit_affine({"bytes": np.array(xs)}, np.array(times)))
     return elementwise
 
 

@@ -69,8 +69,19 @@ class CacheKey:
     working_set_bytes: int
 
 
-MeasurementKey = Union[LinearKey, AttentionKey, ElementwiseKey, DecoderKey, CacheKey]
-KeyT = TypeVar("KeyT", LinearKey, AttentionKey, ElementwiseKey, DecoderKey, CacheKey)
+@dataclass(frozen=True)
+class SamplerKey:
+    """What runs after a forward pass: `kind` 'sample' (probabilities of `positions` logit rows per sequence, one draw
+    per sequence) or 'accept_rule' (the exact rule over `positions` = k drafts), over a vocabulary of `vocab`."""
+
+    kind: str
+    batch: int
+    positions: int
+    vocab: int
+
+
+MeasurementKey = Union[LinearKey, AttentionKey, ElementwiseKey, DecoderKey, CacheKey, SamplerKey]
+KeyT = TypeVar("KeyT", LinearKey, AttentionKey, ElementwiseKey, DecoderKey, CacheKey, SamplerKey)
 
 
 @dataclass(frozen=True)

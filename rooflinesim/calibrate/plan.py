@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, NamedTuple
 from ..ops import get_step_ops
 from ..specs import ModelSpec
 from ..units import GIB, MIB, get_dtype_bytes
-from .measurements import AttentionKey, CacheKey, DecoderKey, ElementwiseKey, LinearKey, MeasurementKey
+from .measurements import AttentionKey, CacheKey, DecoderKey, ElementwiseKey, LinearKey, MeasurementKey, SamplerKey
 
 if TYPE_CHECKING:
     from .timers import Device
@@ -95,6 +95,13 @@ def elementwise_step_split(tokens: int) -> StepTokens:
     """How the elementwise benchmarks lay out a step of `tokens` tokens: decode-like (one new token per sequence) up
     to 40, verify-like (8 per sequence) above; the fit prices the same layout."""
     return StepTokens(tokens, 1) if tokens <= 40 else StepTokens(tokens // 8, 8)
+
+#: the sampler and acceptance-rule points (kind, batch, positions, vocab) every plan times (a few ms in all): tiny
+#: vocabularies pin the per-call cost, Llama-2-sized ones the per-byte cost (small batches: on a CPU torch.multinomial
+#: over 32k categories costs about 1 ms per row); positions 5 are a verify of k = 4
+SAMPLER_POINTS = tuple(("sample", b, q, v) for b, q, v in ((1, 1, 32), (16, 1, 32), (1, 5, 32), (1, 1, 32000),
+                                                          (4, 1, 32000), (2, 5, 32000))) \
+    + tuple(("accept_rule", b, k, v) for b, k, v in ((1, 4, 32), (16, 4, 32), (1, 4, 32000), (4, 2, 32000)))
 
 #: the weight of the cache-reuse benchmark: 16 MB in fp32, 8 MB in bf16
 CACHE_SHAPE = WeightShape(2048, 2048)
@@ -257,7 +264,10 @@ class Plan:
         sizes = [s for s in self.cache_working_sets if s < self.rotate_bytes] + [self.rotate_bytes]
         return [CacheKey(int(size)) for size in sizes]
 
+    def sampler_keys(self) -> list[SamplerKey]:
+        return [SamplerKey(*point) for point in SAMPLER_POINTS]
+
     def keys(self, dtype: str) -> list[MeasurementKey]:
         """Every configuration this plan times for one dtype, family by family."""
         return [*self.linear_keys(), *self.attention_keys(dtype), *self.elementwise_keys(), *self.decoder_keys(),
-                *self.cache_keys()]
+                *self.cache_keys(), *self.sampler_keys()]

@@ -26,6 +26,9 @@ def add_deployment_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--memory-reserve-gib", default=None,
                    help="memory held beyond weights, KV and step activations: CUDA context, workspaces, graphs, "
                         "prefill activations (GiB, default 3)")
+    p.add_argument("--sampling", action="store_true",
+                   help="price what an engine runs after each forward pass: the sampler over the logits and, when "
+                        "speculating, the acceptance rule (default: bare forward passes)")
 
 
 def add_workload_arguments(p: argparse.ArgumentParser) -> None:
@@ -45,6 +48,9 @@ def add_speculation_arguments(p: argparse.ArgumentParser, alpha_list: bool = Fal
                    help="cost of one head draft step as a fraction of one target layer (--drafter head)")
     p.add_argument("--extra-draft-pass", action="store_true",
                    help="add gpt-fast's extra draft pass when all k drafts are accepted")
+    p.add_argument("--draft-first-step-tokens", type=int, default=1, choices=[1, 2],
+                   help="tokens the first draft step reads: 2 when the loop re-reads the last two committed tokens so "
+                        "that all-accepted sequences catch up without an extra pass (default 1)")
     if alpha_list:
         p.add_argument("--alpha", default=None, help="acceptance rates, e.g. 0.6,0.8 (default 0.6,0.8)")
     else:
@@ -66,7 +72,8 @@ def deployment_options(args) -> dict:
     return dict(weight_dtype=args.weight_dtype, kv_dtype=args.kv_dtype, activation_dtype=args.activation_dtype,
                 attention=args.attention, calibration=args.calibration, tp=args.tp, draft_tp=args.draft_tp,
                 quant_group_size=args.quant_group_size, gpu_memory_utilization=args.gpu_memory_utilization,
-                memory_reserve_bytes=_gib_to_bytes(args.memory_reserve_gib), quant_kernel=args.quant_kernel)
+                memory_reserve_bytes=_gib_to_bytes(args.memory_reserve_gib), quant_kernel=args.quant_kernel,
+                sampling=args.sampling)
 
 
 def _gib_to_bytes(value):
@@ -81,7 +88,8 @@ def _gib_to_bytes(value):
 
 def speculation_options(args) -> dict:
     return dict(draft=args.draft, drafter=args.drafter, head_layer_fraction=args.head_layer_fraction,
-                extra_draft_pass=args.extra_draft_pass, acceptance=args.acceptance, acceptance_k=args.acceptance_k)
+                extra_draft_pass=args.extra_draft_pass, acceptance=args.acceptance, acceptance_k=args.acceptance_k,
+                draft_first_step_tokens=args.draft_first_step_tokens)
 
 
 def print_warnings(warnings, console=None) -> None:

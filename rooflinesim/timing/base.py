@@ -41,7 +41,11 @@ ELEMENTWISE_FAMILY = {
     "attn_norm": "norm", "mlp_norm": "norm", "final_norm": "norm",
     "rope": "rope", "mlp_act": "mlp_act", "attn_residual": "residual", "mlp_residual": "residual",
     "kv_cache_write": "kv_cache_write", "embedding": "embedding",
+    "sample": "sample", "accept_rule": "accept_rule",
 }
+
+#: ops an engine runs after a forward pass rather than inside it (no in-model slow-down applies to them)
+AFTER_FORWARD_OPS = ("sample", "accept_rule")
 
 
 def get_op_family(op: OpCost) -> str:

@@ -18,7 +18,7 @@ A profile is a HardwareSpec whose `measured` block (`rooflinesim.specs.MeasuredP
   priced from the compute dtype's measurement with its weight streaming scaled to the stored bytes (never below the
   call's compute time), and `get_warnings` says so;
 * every per-op time is multiplied by the profile's in-model scale (whole synthetic decoders timed as forward passes
-  vs the sum of their ops timed alone);
+  vs the sum of their ops timed alone), except the sampler and acceptance rule, which run after the forward pass;
 * per-layer and per-step dispatch left over after the per-op times, via `get_step_overhead_s`;
 * how far to trust each op time (`get_relative_sigmas`, see `get_profile_sigmas`).
 
@@ -34,7 +34,7 @@ import numpy as np
 from ..ops import OpCost
 from ..specs import DtypeProfile, HardwareSpec, InputError, LinearTable
 from ..units import get_dtype_bytes, normalize_dtype
-from .base import ELEMENTWISE_FAMILY, OpTime, RelativeSigmas
+from .base import AFTER_FORWARD_OPS, ELEMENTWISE_FAMILY, OpTime, RelativeSigmas
 
 #: Width (in log2 units of in/out features) of the Gaussian that weighs calibrated weight shapes.
 SHAPE_KERNEL_LOG2 = 0.75
@@ -270,7 +270,8 @@ class MeasuredTiming:
         else:  # unfused attention pieces, MoE experts, anything not calibrated: the fitted roofline + one overhead
             per = np.maximum(op.flops / prof.peak_flops_per_s, op.bytes / prof.gemv_bandwidth_bytes_per_s)
             per = per + prof.linear_overhead_s
-        time = op.count * np.asarray(per, dtype=float) * prof.in_model_scale
+        scale = 1.0 if op.name in AFTER_FORWARD_OPS else prof.in_model_scale
+        time = op.count * np.asarray(per, dtype=float) * scale
         time = np.broadcast_to(time, np.broadcast(time, compute).shape).astype(float)
         overhead = np.maximum(time - np.maximum(compute, memory), 0.0)
         return OpTime(compute + 0 * time, memory + 0 * time, overhead, time, compute > memory)
