@@ -90,3 +90,48 @@ GPT_FAST_TP = {("llama-3.1-8b", 1): 93.83, ("llama-3.1-8b", 2): 149.10, ("llama-
 @pytest.mark.parametrize("model,tp", sorted(GPT_FAST_TP))
 def test_gpt_fast_tensor_parallel_table_within_15_percent(model, tp):
     assert _decode_tokens_per_s("a100", model, tp) == pytest.approx(GPT_FAST_TP[model, tp], rel=0.15)
+
+
+def _published_rows():
+    import importlib.util
+    from pathlib import Path
+
+    path = Path(__file__).resolve().parent.parent / "benchmarks" / "bench_published.py"
+    spec = importlib.util.spec_from_file_location("bench_published", path)
+    bench = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(bench)
+    return bench, {row["id"]: row for row in bench.load_rows()}
+
+
+@pytest.mark.parametrize("hw", ["a100", "h100"])
+@pytest.mark.parametrize("model,ctx", [("llama-3.1-8b", 1280), ("llama-3.1-70b", 1280), ("llama-3.1-8b", 16)])
+def test_tp8_beats_tp4_beats_tp2_at_a_published_context(hw, model, ctx):
+    """TP 8 > TP 4 > TP 2 (> TP 1 for the 8B) at batch 1, also at the ~1.3k-token context of the H100 TP sweep."""
+    degrees = (1, 2, 4, 8) if model == "llama-3.1-8b" else (2, 4, 8)
+    rates = [1.0 / predict_scenario(build_scenario(hw, model, 1, ctx, tp=tp, speculative=False)).decode.step_time_s
+             for tp in degrees]
+    assert all(b > a for a, b in zip(rates, rates[1:])), rates
+
+
+# H100 Llama-3 TP rows of benchmarks/published/measurements.yaml (held out from every fit): the ladder-residual-inference
+# gpt-fast logs (TP 4 / 8, 8B and 70B) and LLM-Inference-Bench's TensorRT-LLM runs (TP 4, 4x H100 SXM node)
+H100_TP_ROWS = ["ladder-h100-llama-3-8b-tp4-b1-1024-512", "ladder-h100-llama-3-8b-tp8-b1-1024-512",
+                "ladder-h100-llama-3-70b-tp4-b1-1024-512", "ladder-h100-llama-3-70b-tp8-b1-1024-512",
+                "argonne-trtllm-h100-llama-3-8b-tp4-b1-12-128", "argonne-trtllm-h100-llama-3-8b-tp4-b1-12-1024",
+                "argonne-trtllm-h100-llama-3-70b-tp4-b1-12-128", "argonne-trtllm-h100-llama-3-70b-tp4-b1-12-1024"]
+
+
+@pytest.mark.parametrize("row_id", H100_TP_ROWS)
+def test_h100_llama3_tensor_parallel_rows_within_15_percent(row_id):
+    bench, rows = _published_rows()
+    row = rows[row_id]
+    assert not row["fitted_on"]
+    assert bench.predict_row(row) == pytest.approx(row["measured"], rel=0.15)
+
+
+@pytest.mark.parametrize("size", ["8b", "70b"])
+def test_h100_tp8_faster_than_tp4_measured_and_predicted(size):
+    bench, rows = _published_rows()
+    tp4, tp8 = (rows[f"ladder-h100-llama-3-{size}-tp{tp}-b1-1024-512"] for tp in (4, 8))
+    assert tp8["measured"] > tp4["measured"]
+    assert bench.predict_row(tp8) > bench.predict_row(tp4)
