@@ -116,9 +116,16 @@ def _cmd_validate(args) -> int:
           + ("met" if report["meets_goal"] else "NOT met"))
     if args.out:
         import json
+        from pathlib import Path
+
+        from .fileio import open_atomic
+        from .plots import plot_acceptance_validation
 
         write_text_atomic(args.out, json.dumps(report, indent=1))
-        print(f"wrote {args.out}")
+        png = Path(args.out).with_suffix(".png")
+        with open_atomic(png, "wb") as f:
+            plot_acceptance_validation(report).savefig(f, format="png", dpi=130, bbox_inches="tight")
+        print(f"wrote {args.out} and {png}")
     return 0
 
 

@@ -26,7 +26,8 @@ import torch
 from ..acceptance.measured import MeasuredAcceptance
 from ..profiles import load_profile
 from ..scenario import build_scenario
-from ..speculative import price_speculation
+from ..speculative import get_acceptance_rule_time_s, price_speculation
+from ..timing import Z90
 from .acceptance_measure import MeasureSettings, load_pair, measure_acceptance
 from .acceptance_models import corpus, hf_config, trained_pair
 from .measurements import Timing
@@ -61,6 +62,7 @@ def batched_loops(target, draft, prompts: torch.Tensor, k: int, temperature: flo
     cur = torch.full((b,), p - 1)  # position of `last`, the newest committed token neither model has read
     prev, last = prompts[:, -2], prompts[:, -1]
     iteration_times, committed, accepted = [], [], []
+    parts = {"drafts": [], "verify": [], "rule": []}  # where an iteration's time goes (same clock, same iterations)
     for i in range(iterations + 2):
         sync()
         began = time.perf_counter()
@@ -71,16 +73,25 @@ def batched_loops(target, draft, prompts: torch.Tensor, k: int, temperature: flo
             q_rows.append(q[:, 0])
             at, feed = at + feed.shape[1], token[:, None]
         d = torch.stack(drafts, 1)  # [B, k]
+        sync()
+        drafted = time.perf_counter()
         p_rows = get_probabilities(target(torch.cat([last[:, None], d], 1), cur, int(cur.max()) + k + 1), temperature)
+        sync()
+        verified = time.perf_counter()
         n, next_token = accept_exact(p_rows, torch.stack(q_rows, 1), d, generator)
         prev = torch.where(n > 0, d[rows, (n - 1).clamp(min=0)], last)
         last, cur = next_token, cur + n + 1
         sync()
         if i >= 2:
-            iteration_times.append(time.perf_counter() - began)
+            ended = time.perf_counter()
+            iteration_times.append(ended - began)
+            parts["drafts"].append(drafted - began)
+            parts["verify"].append(verified - drafted)
+            parts["rule"].append(ended - verified)
             committed.append(float((n + 1).double().mean()))
             accepted.extend(n.tolist())
     return {"decode": Timing(tuple(decode_times)), "iteration": Timing(tuple(iteration_times)),
+            "parts": {name: Timing(tuple(times)) for name, times in parts.items()},
             "tokens_per_iteration": float(np.mean(committed)), "accepted": accepted}
 
 
@@ -108,17 +119,28 @@ def run_acceptance_validation(profile_path, work_dir, device: str = "cpu", batch
                                   acceptance=measured, k=k, allow_long_context=True, sampling=True,
                                   draft_first_step_tokens=2)
         grid = price_speculation(scenario, batch, PROMPT_TOKENS, k)
+        rule = get_acceptance_rule_time_s(scenario, scenario.timing, batch, k)
         t_dec, t_it = run["decode"].estimate_s, run["iteration"].estimate_s
         measured_speedup = run["tokens_per_iteration"] * t_dec / t_it
-        predicted = float(np.asarray(grid.speedup).reshape(-1)[0])
+        first = lambda name: float(np.asarray(getattr(grid, name)).reshape(-1)[0])
+        predicted = first("speedup")
+        sigma = first("speedup_rel_sigma") if grid.speedup_rel_sigma is not None else 0.0
         rows.append({"batch": batch, "context_tokens": PROMPT_TOKENS, "k": k,
                      "measured_speedup": measured_speedup, "predicted_speedup": predicted,
+                     "predicted_speedup_low": predicted * (1 - Z90 * sigma),
+                     "predicted_speedup_high": predicted * (1 + Z90 * sigma),
                      "abs_error": abs(predicted - measured_speedup),
                      "realized_tokens_per_iteration": run["tokens_per_iteration"],
                      "expected_tokens_from_measured_acceptance": measured.expected_tokens,
                      "measured_decode_s": t_dec, "measured_iteration_s": t_it,
-                     "predicted_decode_s": float(np.asarray(grid.target_decode_time_s).reshape(-1)[0]),
-                     "predicted_iteration_s": float(np.asarray(grid.step_time_s).reshape(-1)[0])})
+                     "measured_drafts_s": run["parts"]["drafts"].estimate_s,
+                     "measured_verify_s": run["parts"]["verify"].estimate_s,
+                     "measured_rule_s": run["parts"]["rule"].estimate_s,
+                     "predicted_decode_s": first("target_decode_time_s"),
+                     "predicted_iteration_s": first("step_time_s"),
+                     "predicted_drafts_s": first("draft_step_time_s") * k,
+                     "predicted_verify_s": first("verify_step_time_s") - float(np.asarray(rule).reshape(-1)[0]),
+                     "predicted_rule_s": float(np.asarray(rule).reshape(-1)[0])})
     worst = max(r["abs_error"] for r in rows)
     return {"kind": "speculative validation on measured acceptance", "profile": str(profile_path),
             "device": device, "created": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
@@ -126,8 +148,13 @@ def run_acceptance_validation(profile_path, work_dir, device: str = "cpu", batch
             "acceptance": measured.to_dict(), "speculative": rows, "max_abs_speedup_error": worst,
             "goal_abs_speedup_error": GOAL_SPEEDUP_ERROR, "meets_goal": worst <= GOAL_SPEEDUP_ERROR,
             "notes": ("measured_speedup = realised committed tokens per iteration x median decode step / median "
-                      "speculative iteration; predicted from the measured acceptance and the calibrated profile. "
-                      "CPU timings on a shared machine are noisy (about 10 % between runs).")}
+                      "speculative iteration; predicted from the measured acceptance and the calibrated profile, "
+                      "pricing what the loops run: the sampler after every step, the exact rule after each verify "
+                      "and a first draft step of two tokens; predicted_speedup_low/high is the 90 % interval. An "
+                      "iteration's parts (medians of their own, so they need not add up exactly): drafts = the k "
+                      "draft steps with their sampling, verify = the target's forward of k + 1 tokens and its "
+                      "probabilities, rule = the acceptance rule and the commit. CPU timings on a shared machine "
+                      "are noisy (about 10 % between runs).")}
 
 
 __all__ = ["batched_loops", "run_acceptance_validation", "GOAL_SPEEDUP_ERROR"]

@@ -15,9 +15,11 @@ and an optional `ax` to draw into an existing axes (the function then returns th
 | `speedup` | `plot_speedup_vs_k` | speedup vs draft length for several acceptance rates, step model beside Leviathan's closed form |
 | `breakdown` | `plot_step_breakdown` | one step's expected time vs context, stacked by what dominates each op |
 | `validation` | `plot_validation` | predicted vs measured step times and speedups from a `rooflinesim validate` report |
+| `acceptance_validation` | `plot_acceptance_validation` | measured vs predicted speculative speedup on real acceptance, and where an iteration's time goes, from an `acceptance validate` report |
 | `serve` | `plot_serve` | latency-throughput curve of each speculation policy under load, and where speculation stops paying |
 """
 
+from .acceptance_validation import get_acceptance_validation_data, plot_acceptance_validation
 from .breakdown import get_breakdown_data, get_step_breakdown, plot_step_breakdown
 from .common import BREAKDOWN_COMPONENTS, COLORS, get_measured_ceilings, get_scenario
 from .roofline import get_roofline_data, plot_roofline
@@ -27,7 +29,7 @@ from .validation import load_validation_report, plot_validation
 
 __all__ = [
     "plot_roofline", "plot_speedup_map", "plot_speedup_vs_k", "plot_step_breakdown", "plot_validation", "plot_serve",
-    "get_serve_data",
+    "get_serve_data", "plot_acceptance_validation", "get_acceptance_validation_data",
     "get_roofline_data", "get_speedup_map_data", "get_speedup_vs_k_data", "get_breakdown_data", "get_step_breakdown",
     "get_measured_ceilings", "get_scenario", "load_validation_report", "BREAKDOWN_COMPONENTS", "COLORS",
 ]
