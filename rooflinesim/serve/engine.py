@@ -21,6 +21,7 @@ progress, and the latency tails, are random; everything random comes from one se
 from __future__ import annotations
 
 from collections import deque
+from itertools import repeat
 from dataclasses import dataclass, replace
 
 import numpy as np
@@ -88,25 +89,24 @@ def _acceptance_rates(scenario: Scenario, max_k: int) -> np.ndarray:
 
 
 def _apply_decode_run(plan: DecodeRun, dec, now, free_blocks, total_blocks, computed, generated, blocks, last_emit_s,
-                      itl_chunks, trace_rows) -> tuple[float, int]:
-    """Commit a planned run of decode steps to the engine state; returns the new time and free blocks."""
-    ends = now + np.cumsum(plan.step_s)
+                      itl_chunks, trace_rows) -> tuple[float, int, np.ndarray]:
+    """Commit a planned run of decode steps to the engine state; returns the new time, the free blocks and the tokens
+    each request committed."""
+    ends = now + np.add.accumulate(plan.step_s)
     starts = ends - plan.step_s
-    committed = plan.emitted.sum(axis=0)
+    committed = np.add.reduce(plan.emitted, axis=0)
     computed[dec] += committed
     generated[dec] += committed
-    gaps = np.broadcast_to(plan.step_s[:, None], plan.emitted.shape).copy()
-    gaps[0] = ends[0] - last_emit_s[dec]
-    itl_chunks.append(gaps.ravel())
+    gaps = np.repeat(plan.step_s, dec.size)  # one gap per request and step, step by step
+    gaps[:dec.size] = ends[0] - last_emit_s[dec]
+    itl_chunks.append(gaps)
     last_emit_s[dec] = ends[-1]
-    held = total_blocks - free_blocks
-    grown = plan.block_growth.sum(axis=1)
     blocks[dec] += plan.block_growth[-1]
-    rows = np.empty((plan.steps, 7))
-    rows[:, 0], rows[:, 1], rows[:, 2], rows[:, 3] = starts, plan.step_s, dec.size, 0.0
-    rows[:, 4], rows[:, 5], rows[:, 6] = held + grown, plan.k, dec.size * (plan.k + 1)
-    trace_rows.extend(rows.tolist())
-    return float(ends[-1]), free_blocks - int(grown[-1])
+    held = plan.blocks_grown + (total_blocks - free_blocks)
+    batch, k = int(dec.size), plan.k
+    trace_rows.extend(zip(starts.tolist(), plan.step_s.tolist(), repeat(batch), repeat(0), held.tolist(), repeat(k),
+                          repeat(batch * (k + 1))))
+    return float(ends[-1]), free_blocks - int(plan.blocks_grown[-1]), committed
 
 
 def simulate(scenario: Scenario, requests: Requests, policy: Policy | str, config: ServeConfig = ServeConfig(),
@@ -164,13 +164,14 @@ def simulate(scenario: Scenario, requests: Requests, policy: Policy | str, confi
             all_dec, all_pre = run[~in_prefill], run[in_prefill]
             membership_changed = False
         if all_dec.size and not all_pre.size and not waiting and policy.plannable:  # fast path: a run of decodes
-            plan = plan_decode_run(computed[all_dec], output[all_dec] - generated[all_dec], blocks[all_dec],
-                                   free_blocks, now, float(arrival[next_arrival]) if next_arrival < n else np.inf,
+            remaining = output[all_dec] - generated[all_dec]
+            plan = plan_decode_run(computed[all_dec], remaining, blocks[all_dec], free_blocks, now,
+                                   float(arrival[next_arrival]) if next_arrival < n else np.inf,
                                    policy, pricer, rng, rates, bs, budget_total)
             if plan is not None:
-                now, free_blocks = _apply_decode_run(plan, all_dec, now, free_blocks, total_blocks, computed, generated,
-                                                     blocks, last_emit_s, itl_chunks, trace_rows)
-                finished = all_dec[generated[all_dec] >= output[all_dec]]  # only at the run's last step
+                now, free_blocks, committed = _apply_decode_run(plan, all_dec, now, free_blocks, total_blocks, computed,
+                                                                generated, blocks, last_emit_s, itl_chunks, trace_rows)
+                finished = all_dec[committed >= remaining]  # only at the run's last step
                 if finished.size:
                     finish_s[finished] = now
                     free_blocks += int(blocks[finished].sum())
@@ -246,8 +247,8 @@ def simulate(scenario: Scenario, requests: Requests, policy: Policy | str, confi
         finishing = computed[pre] + chunk >= target[pre]
         if dec.size and preempted:
             decode_context = float(computed[dec].sum()) / dec.size
-        step_s = pricer.get_step_time_s(int(dec.size), decode_context, k,
-                                        computed[pre], chunk, int(finishing.sum()), draft_prefills)
+        step_s = pricer.get_step_time_s(int(dec.size), decode_context, k, computed[pre].tolist(), chunk.tolist(),
+                                        int(finishing.sum()), draft_prefills)
         end = now + step_s
         # prefill chunks: the ones that complete their prompt emit a token
         computed[pre] += chunk
