@@ -3,10 +3,10 @@
 Each case pins every request's TTFT and end-to-end latency, the step count, the summary metrics and checksums of the
 engine timeline and the inter-token gaps, for one seeded configuration: low load (the benchmark's 2 req/s, fixed:4,
 where the decode-run fast path and the per-step path alternate), moderate load with the dynamic policy, mixed prompt
-lengths with chunked prefill under a small token budget, the adaptive policy, no speculation, and KV-cache pressure
-with preemption. A change to the engine that moves any request fails here, so speed-ups must keep the schedule and
-the random stream as they are. Regenerate only for an intended change of the simulation:
-`PYTHONPATH=. python3 tests/test_serve_golden.py`.
+lengths with chunked prefill under a small token budget, long prompts chunked with nothing else running, the adaptive
+policy, no speculation, and KV-cache pressure with preemption. A change to the engine that moves any request fails
+here, so speed-ups must keep the schedule and the random stream as they are. Regenerate only for an intended change
+of the simulation: `PYTHONPATH=. python3 tests/test_serve_golden.py`.
 """
 
 from __future__ import annotations
@@ -40,6 +40,9 @@ CASES = [
     ("low-load-off-above", ("h100", "llama-3.1-8b", "llama-3.2-1b", 1), (300, 3.0, "uniform:64:3000",
                                                                           "uniform:1:400", 6), "off-above:4:3",
      {"seed": 6}),
+    ("long-prompts-chunked-alone", ("h100", "llama-3.1-8b", "llama-3.2-1b", 1), (100, 0.05, "lognormal:3000:0.6",
+                                                                                  "uniform:1:8", 7), "fixed:2",
+     {"max_num_seqs": 4, "max_num_batched_tokens": 700, "seed": 7}),
     ("kv-pressure-preemption", ("l40s", "llama-3.1-8b", "llama-3.2-1b", 1), (200, 50.0, "uniform:1024:4096",
                                                                               "uniform:512:2048", 3), "fixed:4", {}),
 ]
