@@ -29,7 +29,7 @@ import numpy as np
 from ..scenario import Scenario
 from ..specs import InputError
 from .metrics import ServeResult
-from .decode_run import DecodeRun, plan_decode_run
+from .decode_run import DecodeRun, count_accepted, plan_decode_run
 from .policies import Policy, parse_policy
 from .pricing import StepPricer
 from .workload import Requests
@@ -185,23 +185,24 @@ def simulate(scenario: Scenario, requests: Requests, policy: Policy | str, confi
         if dec.size:
             if dec.size > budget_total:
                 dec = dec[:budget_total]
-            decode_context = float(computed[dec].sum()) / dec.size
+            decode_context = float(np.add.reduce(computed[dec])) / dec.size
             k = policy.choose_k(int(dec.size), decode_context, pricer)
             k = int(min(k, budget_total // dec.size - 1))
         budget = budget_total - dec.size * (k + 1)
-        chunk = np.minimum(target[pre] - computed[pre], np.maximum(budget - np.concatenate(
-            [[0], np.cumsum(target[pre] - computed[pre])[:-1]]), 0)) if pre.size else pre
-        if pre.size:
+        chunk = pre
+        if pre.size:  # prefills in progress, in admission order, take what is left of the budget
+            left = target[pre] - computed[pre]
+            chunk = np.minimum(left, np.maximum(budget - (np.add.accumulate(left) - left), 0))
             keep = chunk > 0
             pre, chunk = pre[keep], chunk[keep]
-            budget -= int(chunk.sum())
-        # KV blocks for what is scheduled; preempt the latest-admitted running request until they fit
+            budget -= int(np.add.reduce(chunk))
+        # KV blocks for what is scheduled (ceil divisions); preempt the latest-admitted running request until they fit
         preempted = False
         while True:
-            need_dec = -(-(computed[dec] + 1 + 2 * k) // bs) - blocks[dec]
-            need_pre = -(-(computed[pre] + chunk) // bs) - blocks[pre]
-            short = int(np.maximum(need_dec, 0).sum() + np.maximum(need_pre, 0).sum()) - free_blocks
-            if short <= 0:
+            grow_dec = np.maximum((computed[dec] + (2 * k + bs)) // bs - blocks[dec], 0)
+            grow_pre = np.maximum((computed[pre] + chunk + (bs - 1)) // bs - blocks[pre], 0) if pre.size else pre
+            grown = int(np.add.reduce(grow_dec) + np.add.reduce(grow_pre))
+            if grown <= free_blocks:
                 break
             victim = running.pop()
             preempted = membership_changed = True
@@ -214,12 +215,11 @@ def simulate(scenario: Scenario, requests: Requests, policy: Policy | str, confi
             waiting.appendleft(victim)
             dec, pre_mask = dec[dec != victim], pre != victim
             pre, chunk = pre[pre_mask], chunk[pre_mask]
-            budget = budget_total - dec.size * (k + 1) - int(chunk.sum())
-        for ids, need in ((dec, need_dec), (pre, need_pre)):
-            if ids.size:
-                grow = np.maximum(need, 0)
-                blocks[ids] += grow
-                free_blocks -= int(grow.sum())
+            budget = budget_total - dec.size * (k + 1) - int(np.add.reduce(chunk))
+        blocks[dec] += grow_dec
+        if pre.size:
+            blocks[pre] += grow_pre
+        free_blocks -= grown
         # admit waiting requests (FCFS) into what is left of the budget and the blocks
         admitted, admitted_chunks = [], []
         while waiting and budget > 0 and len(running) < max_seqs and not preempted:  # (vLLM: none after a preemption)
@@ -237,55 +237,61 @@ def simulate(scenario: Scenario, requests: Requests, policy: Policy | str, confi
             admitted_chunks.append(c)
         if admitted:
             membership_changed = True
-            pre = np.concatenate([pre, np.asarray(admitted, dtype=np.int64)])
-            chunk = np.concatenate([chunk, np.asarray(admitted_chunks, dtype=np.int64)])
+            pre = np.concatenate((pre, np.asarray(admitted, dtype=np.int64)))
+            chunk = np.concatenate((chunk, np.asarray(admitted_chunks, dtype=np.int64)))
         if not dec.size and not pre.size:  # nothing fits yet (all blocks held by queued work): wait for an arrival
             if next_arrival >= n:
                 raise InputError("the scheduler cannot make progress: the KV cache is too small for one request")
             now = float(arrival[next_arrival])
             continue
-        finishing = computed[pre] + chunk >= target[pre]
         if dec.size and preempted:
-            decode_context = float(computed[dec].sum()) / dec.size
-        step_s = pricer.get_step_time_s(int(dec.size), decode_context, k, computed[pre].tolist(), chunk.tolist(),
-                                        int(finishing.sum()), draft_prefills)
+            decode_context = float(np.add.reduce(computed[dec])) / dec.size
+        pre_computed = computed[pre]
+        prefilled = pre_computed + chunk
+        finishing = prefilled >= target[pre]
+        step_s = pricer.get_step_time_s(int(dec.size), decode_context, k, pre_computed.tolist(), chunk.tolist(),
+                                        int(np.count_nonzero(finishing)), draft_prefills)
         end = now + step_s
         # prefill chunks: the ones that complete their prompt emit a token
-        computed[pre] += chunk
-        done = pre[finishing]
-        if done.size:
-            membership_changed = True
-            prefilling[done] = False
-            fresh = done[np.isnan(first_token_s[done])]
-            first_token_s[fresh] = end
-            generated[done] += 1
-            last_emit_s[done] = end
+        leaving = []  # requests that finish this step
+        if pre.size:
+            computed[pre] = prefilled
+            done = pre[finishing]
+            if done.size:
+                membership_changed = True
+                prefilling[done] = False
+                fresh = done[np.isnan(first_token_s[done])]
+                first_token_s[fresh] = end
+                generated[done] += 1
+                last_emit_s[done] = end
+                leaving.append(done[generated[done] >= output[done]])
         # decodes: k drafts, accepted ones + one token from the verify are committed (capped at the output length)
         if dec.size:
             if k:
-                hits = rng.random((dec.size, k)) < rates[:k]
-                accepted = np.cumprod(hits, axis=1).sum(axis=1)
+                accepted = count_accepted(rng.random((dec.size, k)), rates[:k])
                 policy.observe(k, accepted)
             else:
                 accepted = np.zeros(dec.size, dtype=np.int64)
-            emitted = np.minimum(accepted + 1, output[dec] - generated[dec])
+            dec_generated, dec_output = generated[dec], output[dec]
+            emitted = np.minimum(accepted + 1, dec_output - dec_generated)
             computed[dec] += emitted
-            generated[dec] += emitted
+            dec_generated += emitted
+            generated[dec] = dec_generated
             itl_chunks.append(end - last_emit_s[dec])
             last_emit_s[dec] = end
+            leaving.append(dec[dec_generated >= dec_output])
         # finished requests leave and free their blocks
-        candidates = np.concatenate([dec, done]) if done.size else dec
-        finished = candidates[generated[candidates] >= output[candidates]]
+        finished = np.concatenate(leaving) if len(leaving) > 1 else leaving[0] if leaving else pre[:0]
         used_blocks = total_blocks - free_blocks  # during the step, before finished requests free theirs
         if finished.size:
             membership_changed = True
             finish_s[finished] = end
-            free_blocks += int(blocks[finished].sum())
+            free_blocks += int(np.add.reduce(blocks[finished]))
             blocks[finished] = 0
             gone = set(finished.tolist())
             running = [r for r in running if r not in gone]
         trace_rows.append((now, step_s, len(running) + finished.size, len(waiting), used_blocks, k,
-                           int(dec.size * (k + 1) + chunk.sum())))
+                           budget_total - budget))
         now = end
 
     itl = np.concatenate(itl_chunks) if itl_chunks else np.zeros(0)
