@@ -13,7 +13,7 @@ by step (still deterministic under the seed).
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from typing import NamedTuple
 
 import numpy as np
 
@@ -21,19 +21,26 @@ MAX_RUN_STEPS = 512
 MIN_RUN_STEPS = 2  # a shorter run is left to the per-step path
 
 
-@dataclass(frozen=True)
-class DecodeRun:
+class DecodeRun(NamedTuple):
     steps: int
     k: int
     step_s: np.ndarray  # (steps,)
+    ends_s: np.ndarray  # (steps,): when each step ends
     emitted: np.ndarray  # (steps, batch): tokens each request commits per step
     block_growth: np.ndarray  # (steps, batch): blocks each request holds beyond its current ones, per step
     blocks_grown: np.ndarray  # (steps,): the batch's blocks beyond its current ones, per step (block_growth summed)
 
 
+#: the number of trailing one bits of each byte: the accepted drafts of a chain of up to 8 packed (little-endian) hits
+_LEADING_HITS = np.asarray([(~c & (c + 1)).bit_length() - 1 for c in range(256)], dtype=np.int64)
+
+
 def count_accepted(uniform: np.ndarray, rates: np.ndarray) -> np.ndarray:
     """Accepted drafts per chain from uniform draws (..., k): the length of the run of hits before the first miss."""
-    return np.add.reduce(np.logical_and.accumulate(uniform < rates, axis=-1), axis=-1)
+    hits = uniform < rates
+    if hits.shape[-1] <= 8:  # one byte per chain: a table lookup
+        return _LEADING_HITS.take(np.packbits(hits, axis=-1, bitorder="little")[..., 0])
+    return np.add.reduce(np.logical_and.accumulate(hits, axis=-1), axis=-1)
 
 
 def plan_decode_run(computed, remaining, blocks, free_blocks: int, now: float, next_arrival_s: float, policy, pricer,
@@ -89,12 +96,12 @@ def plan_decode_run(computed, remaining, blocks, free_blocks: int, now: float, n
     if steps < MIN_RUN_STEPS:
         return None
     step_s = np.interp(mean_context[:steps], pricer.context_grid, row)
-    if math.isfinite(next_arrival_s):  # an arrival is queued at a step's start: the run stops before that step
-        starts = now + np.concatenate([[0.0], np.add.accumulate(step_s[:-1])])
-        steps = min(steps, int(starts.searchsorted(next_arrival_s, side="left")))
+    ends = now + np.add.accumulate(step_s)
+    if math.isfinite(next_arrival_s):  # an arrival is queued at a step's start (the first starts before it, now):
+        steps = min(steps, 1 + int(ends[:steps - 1].searchsorted(next_arrival_s)))  # the run stops before that step
         if steps < MIN_RUN_STEPS:
             return None
-    return DecodeRun(steps, k, step_s[:steps], emitted[:steps], growth[:steps], grown[:steps])
+    return DecodeRun(steps, k, step_s[:steps], ends[:steps], emitted[:steps], growth[:steps], grown[:steps])
 
 
 __all__ = ["plan_decode_run", "count_accepted", "DecodeRun", "MAX_RUN_STEPS"]

@@ -92,12 +92,12 @@ def _apply_decode_run(plan: DecodeRun, dec, now, free_blocks, total_blocks, comp
                       itl_chunks, trace_rows) -> tuple[float, int, np.ndarray]:
     """Commit a planned run of decode steps to the engine state; returns the new time, the free blocks and the tokens
     each request committed."""
-    ends = now + np.add.accumulate(plan.step_s)
+    ends = plan.ends_s
     starts = ends - plan.step_s
     committed = np.add.reduce(plan.emitted, axis=0)
     computed[dec] += committed
     generated[dec] += committed
-    gaps = np.repeat(plan.step_s, dec.size)  # one gap per request and step, step by step
+    gaps = plan.step_s.repeat(dec.size)  # one gap per request and step, step by step
     gaps[:dec.size] = ends[0] - last_emit_s[dec]
     itl_chunks.append(gaps)
     last_emit_s[dec] = ends[-1]

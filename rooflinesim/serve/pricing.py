@@ -43,6 +43,8 @@ HEAD_OPS = frozenset({"final_norm", "lm_head", "logits_allgather"})
 POINTS_PER_DOUBLING = 8
 DENSE_BATCH = 32
 MIN_CONTEXT_BUCKET = 16
+#: chunk-attention prices remembered per table (cleared when full)
+CHUNK_CACHE_SIZE = 1 << 16
 
 
 def get_geometric_grid(top: int, dense_below: int = 0, points_per_doubling: int = POINTS_PER_DOUBLING) -> np.ndarray:
@@ -108,12 +110,23 @@ class TokenTables:
         numpy arrays, and float arithmetic is the same IEEE double arithmetic, so prices are identical."""
         return self.body_s.tolist(), self.head_s.tolist(), self.chunk_attention_s.tolist()
 
+    @cached_property
+    def _chunk_cache(self) -> dict:
+        return {}
+
     def get_chunk_attention_s(self, context_tokens: float, chunk_tokens: float) -> float:
-        i, wi = _bracket(self.chunk_context, context_tokens)
-        j, wj = _bracket(self.chunk_tokens, chunk_tokens)
-        a = self._lists[2]
-        i1, j1 = min(i + 1, len(a) - 1), min(j + 1, len(a[0]) - 1)
-        return (1 - wi) * ((1 - wj) * a[i][j] + wj * a[i][j1]) + wi * ((1 - wj) * a[i1][j] + wj * a[i1][j1])
+        cache = self._chunk_cache  # workloads repeat (context, chunk) pairs: fresh prompts of the same length
+        price = cache.get((context_tokens, chunk_tokens))
+        if price is None:
+            i, wi = _bracket(self.chunk_context, context_tokens)
+            j, wj = _bracket(self.chunk_tokens, chunk_tokens)
+            a = self._lists[2]
+            i1, j1 = min(i + 1, len(a) - 1), min(j + 1, len(a[0]) - 1)
+            price = (1 - wi) * ((1 - wj) * a[i][j] + wj * a[i][j1]) + wi * ((1 - wj) * a[i1][j] + wj * a[i1][j1])
+            if len(cache) >= CHUNK_CACHE_SIZE:
+                cache.clear()
+            cache[(context_tokens, chunk_tokens)] = price
+        return price
 
 
 class StepPricer:
