@@ -21,7 +21,7 @@ progress, and the latency tails, are random; everything random comes from one se
 from __future__ import annotations
 
 from collections import deque
-from itertools import repeat
+from itertools import chain, repeat
 from dataclasses import dataclass, replace
 
 import numpy as np
@@ -237,8 +237,9 @@ def simulate(scenario: Scenario, requests: Requests, policy: Policy | str, confi
             admitted_chunks.append(c)
         if admitted:
             membership_changed = True
-            pre = np.concatenate((pre, np.asarray(admitted, dtype=np.int64)))
-            chunk = np.concatenate((chunk, np.asarray(admitted_chunks, dtype=np.int64)))
+            admitted, admitted_chunks = np.array(admitted, dtype=np.int64), np.array(admitted_chunks, dtype=np.int64)
+            pre = np.concatenate((pre, admitted)) if pre.size else admitted
+            chunk = np.concatenate((chunk, admitted_chunks)) if chunk.size else admitted_chunks
         if not dec.size and not pre.size:  # nothing fits yet (all blocks held by queued work): wait for an arrival
             if next_arrival >= n:
                 raise InputError("the scheduler cannot make progress: the KV cache is too small for one request")
@@ -295,8 +296,9 @@ def simulate(scenario: Scenario, requests: Requests, policy: Policy | str, confi
         now = end
 
     itl = np.concatenate(itl_chunks) if itl_chunks else np.zeros(0)
-    return ServeResult.build(scenario, policy, config, requests, first_token_s, finish_s, preemptions,
-                             np.asarray(trace_rows, dtype=float).reshape(-1, 7), itl, total_blocks)
+    timeline = np.fromiter(chain.from_iterable(trace_rows), dtype=float, count=7 * len(trace_rows)).reshape(-1, 7)
+    return ServeResult.build(scenario, policy, config, requests, first_token_s, finish_s, preemptions, timeline, itl,
+                             total_blocks)
 
 
 __all__ = ["simulate", "ServeConfig", "get_kv_capacity_blocks", "DEFAULT_MAX_NUM_SEQS",
