@@ -21,6 +21,7 @@ progress, and the latency tails, are random; everything random comes from one se
 from __future__ import annotations
 
 from collections import deque
+from itertools import chain, repeat
 from dataclasses import dataclass, replace
 
 import numpy as np
@@ -28,7 +29,7 @@ import numpy as np
 from ..scenario import Scenario
 from ..specs import InputError
 from .metrics import ServeResult
-from .decode_run import DecodeRun, plan_decode_run
+from .decode_run import DecodeRun, count_accepted, plan_decode_run
 from .policies import Policy, parse_policy
 from .pricing import StepPricer
 from .workload import Requests
@@ -88,25 +89,24 @@ def _acceptance_rates(scenario: Scenario, max_k: int) -> np.ndarray:
 
 
 def _apply_decode_run(plan: DecodeRun, dec, now, free_blocks, total_blocks, computed, generated, blocks, last_emit_s,
-                      itl_chunks, trace_rows) -> tuple[float, int]:
-    """Commit a planned run of decode steps to the engine state; returns the new time and free blocks."""
-    ends = now + np.cumsum(plan.step_s)
+                      itl_chunks, trace_rows) -> tuple[float, int, np.ndarray]:
+    """Commit a planned run of decode steps to the engine state; returns the new time, the free blocks and the tokens
+    each request committed."""
+    ends = plan.ends_s
     starts = ends - plan.step_s
-    committed = plan.emitted.sum(axis=0)
+    committed = np.add.reduce(plan.emitted, axis=0)
     computed[dec] += committed
     generated[dec] += committed
-    gaps = np.broadcast_to(plan.step_s[:, None], plan.emitted.shape).copy()
-    gaps[0] = ends[0] - last_emit_s[dec]
-    itl_chunks.append(gaps.ravel())
+    gaps = plan.step_s.repeat(dec.size)  # one gap per request and step, step by step
+    gaps[:dec.size] = ends[0] - last_emit_s[dec]
+    itl_chunks.append(gaps)
     last_emit_s[dec] = ends[-1]
-    held = total_blocks - free_blocks
-    grown = plan.block_growth.sum(axis=1)
     blocks[dec] += plan.block_growth[-1]
-    rows = np.empty((plan.steps, 7))
-    rows[:, 0], rows[:, 1], rows[:, 2], rows[:, 3] = starts, plan.step_s, dec.size, 0.0
-    rows[:, 4], rows[:, 5], rows[:, 6] = held + grown, plan.k, dec.size * (plan.k + 1)
-    trace_rows.extend(rows.tolist())
-    return float(ends[-1]), free_blocks - int(grown[-1])
+    held = plan.blocks_grown + (total_blocks - free_blocks)
+    batch, k = int(dec.size), plan.k
+    trace_rows.extend(zip(starts.tolist(), plan.step_s.tolist(), repeat(batch), repeat(0), held.tolist(), repeat(k),
+                          repeat(batch * (k + 1))))
+    return float(ends[-1]), free_blocks - int(plan.blocks_grown[-1]), committed
 
 
 def simulate(scenario: Scenario, requests: Requests, policy: Policy | str, config: ServeConfig = ServeConfig(),
@@ -164,13 +164,14 @@ def simulate(scenario: Scenario, requests: Requests, policy: Policy | str, confi
             all_dec, all_pre = run[~in_prefill], run[in_prefill]
             membership_changed = False
         if all_dec.size and not all_pre.size and not waiting and policy.plannable:  # fast path: a run of decodes
-            plan = plan_decode_run(computed[all_dec], output[all_dec] - generated[all_dec], blocks[all_dec],
-                                   free_blocks, now, float(arrival[next_arrival]) if next_arrival < n else np.inf,
+            remaining = output[all_dec] - generated[all_dec]
+            plan = plan_decode_run(computed[all_dec], remaining, blocks[all_dec], free_blocks, now,
+                                   float(arrival[next_arrival]) if next_arrival < n else np.inf,
                                    policy, pricer, rng, rates, bs, budget_total)
             if plan is not None:
-                now, free_blocks = _apply_decode_run(plan, all_dec, now, free_blocks, total_blocks, computed, generated,
-                                                     blocks, last_emit_s, itl_chunks, trace_rows)
-                finished = all_dec[generated[all_dec] >= output[all_dec]]  # only at the run's last step
+                now, free_blocks, committed = _apply_decode_run(plan, all_dec, now, free_blocks, total_blocks, computed,
+                                                                generated, blocks, last_emit_s, itl_chunks, trace_rows)
+                finished = all_dec[committed >= remaining]  # only at the run's last step
                 if finished.size:
                     finish_s[finished] = now
                     free_blocks += int(blocks[finished].sum())
@@ -184,23 +185,24 @@ def simulate(scenario: Scenario, requests: Requests, policy: Policy | str, confi
         if dec.size:
             if dec.size > budget_total:
                 dec = dec[:budget_total]
-            decode_context = float(computed[dec].sum()) / dec.size
+            decode_context = float(np.add.reduce(computed[dec])) / dec.size
             k = policy.choose_k(int(dec.size), decode_context, pricer)
             k = int(min(k, budget_total // dec.size - 1))
         budget = budget_total - dec.size * (k + 1)
-        chunk = np.minimum(target[pre] - computed[pre], np.maximum(budget - np.concatenate(
-            [[0], np.cumsum(target[pre] - computed[pre])[:-1]]), 0)) if pre.size else pre
-        if pre.size:
+        chunk = pre
+        if pre.size:  # prefills in progress, in admission order, take what is left of the budget
+            left = target[pre] - computed[pre]
+            chunk = np.minimum(left, np.maximum(budget - (np.add.accumulate(left) - left), 0))
             keep = chunk > 0
             pre, chunk = pre[keep], chunk[keep]
-            budget -= int(chunk.sum())
-        # KV blocks for what is scheduled; preempt the latest-admitted running request until they fit
+            budget -= int(np.add.reduce(chunk))
+        # KV blocks for what is scheduled (ceil divisions); preempt the latest-admitted running request until they fit
         preempted = False
         while True:
-            need_dec = -(-(computed[dec] + 1 + 2 * k) // bs) - blocks[dec]
-            need_pre = -(-(computed[pre] + chunk) // bs) - blocks[pre]
-            short = int(np.maximum(need_dec, 0).sum() + np.maximum(need_pre, 0).sum()) - free_blocks
-            if short <= 0:
+            grow_dec = np.maximum((computed[dec] + (2 * k + bs)) // bs - blocks[dec], 0)
+            grow_pre = np.maximum((computed[pre] + chunk + (bs - 1)) // bs - blocks[pre], 0) if pre.size else pre
+            grown = int(np.add.reduce(grow_dec) + np.add.reduce(grow_pre))
+            if grown <= free_blocks:
                 break
             victim = running.pop()
             preempted = membership_changed = True
@@ -213,12 +215,11 @@ def simulate(scenario: Scenario, requests: Requests, policy: Policy | str, confi
             waiting.appendleft(victim)
             dec, pre_mask = dec[dec != victim], pre != victim
             pre, chunk = pre[pre_mask], chunk[pre_mask]
-            budget = budget_total - dec.size * (k + 1) - int(chunk.sum())
-        for ids, need in ((dec, need_dec), (pre, need_pre)):
-            if ids.size:
-                grow = np.maximum(need, 0)
-                blocks[ids] += grow
-                free_blocks -= int(grow.sum())
+            budget = budget_total - dec.size * (k + 1) - int(np.add.reduce(chunk))
+        blocks[dec] += grow_dec
+        if pre.size:
+            blocks[pre] += grow_pre
+        free_blocks -= grown
         # admit waiting requests (FCFS) into what is left of the budget and the blocks
         admitted, admitted_chunks = [], []
         while waiting and budget > 0 and len(running) < max_seqs and not preempted:  # (vLLM: none after a preemption)
@@ -236,60 +237,68 @@ def simulate(scenario: Scenario, requests: Requests, policy: Policy | str, confi
             admitted_chunks.append(c)
         if admitted:
             membership_changed = True
-            pre = np.concatenate([pre, np.asarray(admitted, dtype=np.int64)])
-            chunk = np.concatenate([chunk, np.asarray(admitted_chunks, dtype=np.int64)])
+            admitted, admitted_chunks = np.array(admitted, dtype=np.int64), np.array(admitted_chunks, dtype=np.int64)
+            pre = np.concatenate((pre, admitted)) if pre.size else admitted
+            chunk = np.concatenate((chunk, admitted_chunks)) if chunk.size else admitted_chunks
         if not dec.size and not pre.size:  # nothing fits yet (all blocks held by queued work): wait for an arrival
             if next_arrival >= n:
                 raise InputError("the scheduler cannot make progress: the KV cache is too small for one request")
             now = float(arrival[next_arrival])
             continue
-        finishing = computed[pre] + chunk >= target[pre]
         if dec.size and preempted:
-            decode_context = float(computed[dec].sum()) / dec.size
-        step_s = pricer.get_step_time_s(int(dec.size), decode_context, k,
-                                        computed[pre], chunk, int(finishing.sum()), draft_prefills)
+            decode_context = float(np.add.reduce(computed[dec])) / dec.size
+        pre_computed = computed[pre]
+        prefilled = pre_computed + chunk
+        finishing = prefilled >= target[pre]
+        step_s = pricer.get_step_time_s(int(dec.size), decode_context, k, pre_computed.tolist(), chunk.tolist(),
+                                        int(np.count_nonzero(finishing)), draft_prefills)
         end = now + step_s
         # prefill chunks: the ones that complete their prompt emit a token
-        computed[pre] += chunk
-        done = pre[finishing]
-        if done.size:
-            membership_changed = True
-            prefilling[done] = False
-            fresh = done[np.isnan(first_token_s[done])]
-            first_token_s[fresh] = end
-            generated[done] += 1
-            last_emit_s[done] = end
+        leaving = []  # requests that finish this step
+        if pre.size:
+            computed[pre] = prefilled
+            done = pre[finishing]
+            if done.size:
+                membership_changed = True
+                prefilling[done] = False
+                fresh = done[np.isnan(first_token_s[done])]
+                first_token_s[fresh] = end
+                generated[done] += 1
+                last_emit_s[done] = end
+                leaving.append(done[generated[done] >= output[done]])
         # decodes: k drafts, accepted ones + one token from the verify are committed (capped at the output length)
         if dec.size:
             if k:
-                hits = rng.random((dec.size, k)) < rates[:k]
-                accepted = np.cumprod(hits, axis=1).sum(axis=1)
+                accepted = count_accepted(rng.random((dec.size, k)), rates[:k])
                 policy.observe(k, accepted)
             else:
                 accepted = np.zeros(dec.size, dtype=np.int64)
-            emitted = np.minimum(accepted + 1, output[dec] - generated[dec])
+            dec_generated, dec_output = generated[dec], output[dec]
+            emitted = np.minimum(accepted + 1, dec_output - dec_generated)
             computed[dec] += emitted
-            generated[dec] += emitted
+            dec_generated += emitted
+            generated[dec] = dec_generated
             itl_chunks.append(end - last_emit_s[dec])
             last_emit_s[dec] = end
+            leaving.append(dec[dec_generated >= dec_output])
         # finished requests leave and free their blocks
-        candidates = np.concatenate([dec, done]) if done.size else dec
-        finished = candidates[generated[candidates] >= output[candidates]]
+        finished = np.concatenate(leaving) if len(leaving) > 1 else leaving[0] if leaving else pre[:0]
         used_blocks = total_blocks - free_blocks  # during the step, before finished requests free theirs
         if finished.size:
             membership_changed = True
             finish_s[finished] = end
-            free_blocks += int(blocks[finished].sum())
+            free_blocks += int(np.add.reduce(blocks[finished]))
             blocks[finished] = 0
             gone = set(finished.tolist())
             running = [r for r in running if r not in gone]
         trace_rows.append((now, step_s, len(running) + finished.size, len(waiting), used_blocks, k,
-                           int(dec.size * (k + 1) + chunk.sum())))
+                           budget_total - budget))
         now = end
 
     itl = np.concatenate(itl_chunks) if itl_chunks else np.zeros(0)
-    return ServeResult.build(scenario, policy, config, requests, first_token_s, finish_s, preemptions,
-                             np.asarray(trace_rows, dtype=float).reshape(-1, 7), itl, total_blocks)
+    timeline = np.fromiter(chain.from_iterable(trace_rows), dtype=float, count=7 * len(trace_rows)).reshape(-1, 7)
+    return ServeResult.build(scenario, policy, config, requests, first_token_s, finish_s, preemptions, timeline, itl,
+                             total_blocks)
 
 
 __all__ = ["simulate", "ServeConfig", "get_kv_capacity_blocks", "DEFAULT_MAX_NUM_SEQS",

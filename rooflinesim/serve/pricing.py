@@ -28,6 +28,7 @@ from __future__ import annotations
 
 from bisect import bisect_right
 from dataclasses import dataclass
+from functools import cached_property
 
 import numpy as np
 
@@ -42,6 +43,8 @@ HEAD_OPS = frozenset({"final_norm", "lm_head", "logits_allgather"})
 POINTS_PER_DOUBLING = 8
 DENSE_BATCH = 32
 MIN_CONTEXT_BUCKET = 16
+#: chunk-attention prices remembered per table (cleared when full)
+CHUNK_CACHE_SIZE = 1 << 16
 
 
 def get_geometric_grid(top: int, dense_below: int = 0, points_per_doubling: int = POINTS_PER_DOUBLING) -> np.ndarray:
@@ -101,12 +104,29 @@ class TokenTables:
         attention = np.broadcast_to(attention, (context.size, chunks.size)).copy()
         return cls(body, head, context.tolist(), chunks.tolist(), attention)
 
+    @cached_property
+    def _lists(self) -> tuple[list, list, list]:
+        """body, head and chunk attention as Python lists: scalar lookups on them are several times faster than on
+        numpy arrays, and float arithmetic is the same IEEE double arithmetic, so prices are identical."""
+        return self.body_s.tolist(), self.head_s.tolist(), self.chunk_attention_s.tolist()
+
+    @cached_property
+    def _chunk_cache(self) -> dict:
+        return {}
+
     def get_chunk_attention_s(self, context_tokens: float, chunk_tokens: float) -> float:
-        i, wi = _bracket(self.chunk_context, context_tokens)
-        j, wj = _bracket(self.chunk_tokens, chunk_tokens)
-        a = self.chunk_attention_s
-        i1, j1 = min(i + 1, a.shape[0] - 1), min(j + 1, a.shape[1] - 1)
-        return float((1 - wi) * ((1 - wj) * a[i, j] + wj * a[i, j1]) + wi * ((1 - wj) * a[i1, j] + wj * a[i1, j1]))
+        cache = self._chunk_cache  # workloads repeat (context, chunk) pairs: fresh prompts of the same length
+        price = cache.get((context_tokens, chunk_tokens))
+        if price is None:
+            i, wi = _bracket(self.chunk_context, context_tokens)
+            j, wj = _bracket(self.chunk_tokens, chunk_tokens)
+            a = self._lists[2]
+            i1, j1 = min(i + 1, len(a) - 1), min(j + 1, len(a[0]) - 1)
+            price = (1 - wi) * ((1 - wj) * a[i][j] + wj * a[i][j1]) + wi * ((1 - wj) * a[i1][j] + wj * a[i1][j1])
+            if len(cache) >= CHUNK_CACHE_SIZE:
+                cache.clear()
+            cache[(context_tokens, chunk_tokens)] = price
+        return price
 
 
 class StepPricer:
@@ -139,6 +159,7 @@ class StepPricer:
                       if drafter is not None and drafter.kind == "model" and max_k > 0 else None)
         self._batch_list, self._context_list = self.batch_grid.tolist(), self.context_grid.tolist()
         self._batch_index = {b: i for i, b in enumerate(self._batch_list)}
+        self._decode_lists = self.decode_step_s.tolist()  # [batch][context][k], for scalar lookups
         self._rows: dict = {}
 
     def get_decode_step_s(self, batch: int, context_tokens: float) -> np.ndarray:
@@ -152,6 +173,20 @@ class StepPricer:
         i, wi = _bracket(self._batch_list, batch)
         i1 = min(i + 1, t.shape[0] - 1)
         return (1 - wi) * ((1 - wj) * t[i, j] + wj * t[i, j1]) + wi * ((1 - wj) * t[i1, j] + wj * t[i1, j1])
+
+    def get_decode_time_s(self, batch: int, context_tokens: float, k: int) -> float:
+        """`get_decode_step_s(batch, context_tokens)[k]` as a Python float, by the same arithmetic on Python lists
+        (the simulator's per-step lookup)."""
+        j, wj = _bracket(self._context_list, context_tokens)
+        t = self._decode_lists
+        j1 = min(j + 1, len(self._context_list) - 1)
+        i = self._batch_index.get(batch)
+        if i is not None:
+            return (1 - wj) * t[i][j][k] + wj * t[i][j1][k]
+        i, wi = _bracket(self._batch_list, batch)
+        i1 = min(i + 1, len(t) - 1)
+        return ((1 - wi) * ((1 - wj) * t[i][j][k] + wj * t[i][j1][k])
+                + wi * ((1 - wj) * t[i1][j][k] + wj * t[i1][j1][k]))
 
     def get_decode_row(self, batch: int, k: int) -> np.ndarray:
         """Step times over the context grid for one batch (interpolated in batch) and one k (cached)."""
@@ -173,7 +208,7 @@ class StepPricer:
         each after k draft steps, plus prefill chunks (their cached contexts and lengths), `n_finishing` of which
         complete their prompt and need logits. `draft_prefills`: a deployed draft model prefills the chunks too."""
         decode_tokens = n_decode * (k + 1)
-        time = float(self.get_decode_step_s(n_decode, decode_context)[k]) if n_decode else 0.0
+        time = self.get_decode_time_s(n_decode, decode_context, k) if n_decode else 0.0
         if len(chunk_tokens) == 0:
             return time
         prefill_tokens = int(sum(chunk_tokens))
@@ -181,8 +216,9 @@ class StepPricer:
         for i, table in enumerate(tables):
             base = decode_tokens if i == 0 else 0  # the draft's decode steps are a separate pass: no sharing
             logits = decode_tokens if i == 0 else 0
-            time += table.body_s[base + prefill_tokens] - table.body_s[base]
-            time += table.head_s[logits + n_finishing] - table.head_s[logits]
+            body, head, _ = table._lists
+            time += body[base + prefill_tokens] - body[base]
+            time += head[logits + n_finishing] - head[logits]
             time += sum(table.get_chunk_attention_s(s, c) for s, c in zip(chunk_contexts, chunk_tokens))
         return time
 
