@@ -84,7 +84,7 @@ torch = pytest.importorskip("torch")
 def test_exact_rule_commits_tokens_distributed_as_the_target():
     """Monte Carlo (seed 0, 200,000 sequences, vocab 4, k = 2): the first committed token after the rule is
     distributed as the target's p at that position, whatever the draft's q; tolerance 5 sigma of a multinomial."""
-    from rooflinesim.calibrate.sampling import accept_exact, draw
+    from rooflinesim.calibrate.sampling import exact_rule, sample
 
     g = torch.Generator().manual_seed(0)
     n_seq, vocab, k = 200_000, 4, 2
@@ -92,8 +92,8 @@ def test_exact_rule_commits_tokens_distributed_as_the_target():
     q = torch.tensor([0.4, 0.3, 0.2, 0.1], dtype=torch.float64)
     p_rows = p.expand(n_seq, k + 1, vocab).contiguous()
     q_rows = q.expand(n_seq, k, vocab).contiguous()
-    drafts = torch.stack([draw(q_rows[:, i], g) for i in range(k)], 1)
-    n, correction = accept_exact(p_rows, q_rows, drafts, g)
+    drafts = torch.stack([sample(q_rows[:, i], g) for i in range(k)], 1)
+    n, correction = exact_rule(p_rows, q_rows, drafts, g)
     first = torch.where(n > 0, drafts[:, 0], correction)
     freq = torch.bincount(first, minlength=vocab).double() / n_seq
     sigma = torch.sqrt(p * (1 - p) / n_seq)
@@ -104,11 +104,11 @@ def test_exact_rule_commits_tokens_distributed_as_the_target():
 
 def test_a_wrong_rule_is_caught():
     """Accepting every draft (a rule that ignores p) commits q's distribution: the same check must fail."""
-    from rooflinesim.calibrate.sampling import draw
+    from rooflinesim.calibrate.sampling import sample
 
     g = torch.Generator().manual_seed(0)
     q = torch.tensor([0.4, 0.3, 0.2, 0.1], dtype=torch.float64)
     p = torch.tensor([0.1, 0.2, 0.3, 0.4], dtype=torch.float64)
-    first = draw(q.expand(50_000, 4).contiguous(), g)
+    first = sample(q.expand(50_000, 4).contiguous(), g)
     freq = torch.bincount(first, minlength=4).double() / 50_000
     assert not torch.all((freq - p).abs() < 5 * torch.sqrt(p * (1 - p) / 50_000))

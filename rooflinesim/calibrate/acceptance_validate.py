@@ -31,7 +31,7 @@ from ..timing import Z90
 from .acceptance_measure import MeasureSettings, load_pair, measure_acceptance
 from .acceptance_models import corpus, hf_config, trained_pair
 from .measurements import Timing
-from .sampling import accept_exact, get_probabilities, sample_step
+from .sampling import exact_rule, probabilities, sample_step
 
 GOAL_SPEEDUP_ERROR = 0.15
 PROMPT_TOKENS = 64
@@ -75,10 +75,10 @@ def batched_loops(target, draft, prompts: torch.Tensor, k: int, temperature: flo
         d = torch.stack(drafts, 1)  # [B, k]
         sync()
         drafted = time.perf_counter()
-        p_rows = get_probabilities(target(torch.cat([last[:, None], d], 1), cur, int(cur.max()) + k + 1), temperature)
+        p_rows = probabilities(target(torch.cat([last[:, None], d], 1), cur, int(cur.max()) + k + 1), temperature)
         sync()
         verified = time.perf_counter()
-        n, next_token = accept_exact(p_rows, torch.stack(q_rows, 1), d, generator)
+        n, next_token = exact_rule(p_rows, torch.stack(q_rows, 1), d, generator)
         prev = torch.where(n > 0, d[rows, (n - 1).clamp(min=0)], last)
         last, cur = next_token, cur + n + 1
         sync()

@@ -96,12 +96,12 @@ def elementwise_step_split(tokens: int) -> StepTokens:
     to 40, verify-like (8 per sequence) above; the fit prices the same layout."""
     return StepTokens(tokens, 1) if tokens <= 40 else StepTokens(tokens // 8, 8)
 
-#: the sampler and acceptance-rule points (kind, batch, positions, vocab) every plan times (a few ms in all): tiny
-#: vocabularies pin the per-call cost, Llama-2-sized ones the per-byte cost (small batches: on a CPU torch.multinomial
-#: over 32k categories costs about 1 ms per row); positions 5 are a verify of k = 4
+#: the sampler and acceptance-rule points (kind, batch, positions, vocab) every plan times (tens of ms in all): tiny
+#: vocabularies pin the per-call cost, Llama-2-sized ones the per-byte cost; positions 5 are a verify of k = 4
 SAMPLER_POINTS = tuple(("sample", b, q, v) for b, q, v in ((1, 1, 32), (16, 1, 32), (1, 5, 32), (1, 1, 32000),
-                                                          (4, 1, 32000), (2, 5, 32000))) \
-    + tuple(("accept_rule", b, k, v) for b, k, v in ((1, 4, 32), (16, 4, 32), (1, 4, 32000), (4, 2, 32000)))
+                                                          (8, 1, 32000), (32, 1, 32000), (4, 5, 32000))) \
+    + tuple(("accept_rule", b, k, v) for b, k, v in ((1, 4, 32), (16, 4, 32), (1, 4, 32000), (8, 4, 32000),
+                                                     (32, 2, 32000)))
 
 #: the weight of the cache-reuse benchmark: 16 MB in fp32, 8 MB in bf16
 CACHE_SHAPE = WeightShape(2048, 2048)

@@ -26,6 +26,6 @@ def _sampler_runner(ctx: BenchContext, key: SamplerKey):
             p_rows = torch.softmax(torch.randn(b, q + 1, vocab, device=dev, dtype=torch.float64), -1)
             q_rows = torch.softmax(torch.randn(b, q, vocab, device=dev, dtype=torch.float64), -1)
             drafts = torch.randint(0, vocab, (b, q), device=dev)
-            fn = lambda: sampling.accept_exact(p_rows, q_rows, drafts, g)
+            fn = lambda: sampling.exact_rule(p_rows, q_rows, drafts, g)
         return ctx.time(fn)
     return run
