@@ -211,6 +211,25 @@ def test_linear_between_shapes_and_grid_points_follows_the_roofline():
         assert float(timing.get_linear_time_s(m, k, n, "fp32")) == pytest.approx(_linear_time(m, k, n), rel=0.1)
 
 
+def test_linear_above_the_last_measured_m_adds_each_row_at_the_peak():
+    """A table that stops where the call still streams its weights (a budget plan caps the FLOPs per call) is not
+    scaled up in proportion to M: each further row adds its FLOPs at the fitted peak, so far above the last M the
+    time follows the compute-bound roofline."""
+    hw = make_profile(shapes=((768, 768),))
+    prof = hw.measured.dtypes["fp32"]
+    table = prof.linear[0]
+    cut = table.model_copy(update={"m": table.m[:5], "time_s": table.time_s[:5], "spread": table.spread[:5]})
+    hw = hw.model_copy(update={"measured": hw.measured.model_copy(update={"dtypes": {
+        "fp32": prof.model_copy(update={"linear": (cut,)})}})})
+    timing = MeasuredTiming.from_spec(hw)
+    t16 = _linear_time(16, 768, 768)  # weight-streaming bound on this roofline
+    assert float(timing.get_linear_time_s(64, 768, 768, "fp32")) == pytest.approx(
+        t16 + 48 * 2.0 * 768 * 768 / P_TRUE, rel=1e-9)
+    assert float(timing.get_linear_time_s(64, 768, 768, "fp32")) < 0.6 * 4 * t16  # not 4x the M = 16 time
+    assert float(timing.get_linear_time_s(1 << 17, 768, 768, "fp32")) == pytest.approx(
+        _linear_time(1 << 17, 768, 768), rel=0.01)
+
+
 def test_linear_is_vectorised_over_m():
     timing = MeasuredTiming.from_spec(make_profile())
     out = timing.get_linear_time_s(np.array([[1, 2], [4, 8]]), 768, 768, "fp32")
