@@ -239,6 +239,11 @@ class MeasuredTiming:
         speedup = np.interp(x, np.log(np.asarray(reuse.working_set_bytes)), np.asarray(reuse.speedup))
         return (speedup - 1.0) / (max(reuse.speedup) - 1.0)
 
+    def get_cache_warmth(self, compute_dtype: str):
+        """How warm the bound step's weights are on the measured cache-reuse curve: 0 (cold, streamed from memory)
+        .. 1 (as warm as the smallest calibrated working set); 0 without a curve or a bound step."""
+        return self._cache_warmth(self._model(compute_dtype).profile)
+
     def get_linear_time_s(self, m, k, n, compute_dtype: str) -> np.ndarray:
         """One F.linear call of x[M, K] @ W[N, K]^T with weights in the compute dtype (per instance)."""
         return self._model(compute_dtype).linear.time_s(m, k, n)
