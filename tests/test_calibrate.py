@@ -565,6 +565,25 @@ def test_decoder_kv_cache_rollback_matches_a_fresh_run():
     torch.testing.assert_close(rolled, expected)
 
 
+def test_calibration_builds_each_decoder_once_and_times_every_token_configuration():
+    """The decoder jobs share one built decoder per name (`BenchContext.decoder`), each timing its own batch."""
+    pytest.importorskip("torch")
+    from rooflinesim.calibrate.benchmarks import BenchContext
+    from rooflinesim.calibrate.benchmarks.decoder import decoder_jobs
+    from rooflinesim.calibrate.plan import Plan
+    from rooflinesim.calibrate.timers import Timer, select_device
+
+    from dataclasses import replace
+
+    device = select_device("cpu")  # the thread count torch already uses
+    plan = replace(Plan.make(True, ("fp32",), device, tiny=True), block_models=(), min_calls=1)
+    ctx = BenchContext(device, "fp32", plan, Timer(device))
+    assert ctx.decoder("overhead-2l") is ctx.decoder("overhead-2l")
+    timings = [job.run() for job in decoder_jobs(ctx)]
+    assert len(timings) == 4 and all(t.estimate_s > 0 for t in timings)
+    assert set(ctx._decoders) == {"overhead-2l", "overhead-8l"}  # two token configurations each, one build
+
+
 def test_speculative_loop_prices_the_first_draft_step_cold_and_the_rest_warm():
     """In the loop the target's verify runs between the last and the first draft step: that one streams the draft
     from memory (both models' weights count), the following k - 1 reuse the cached draft."""
