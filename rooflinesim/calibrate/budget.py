@@ -25,9 +25,9 @@ from dataclasses import dataclass, replace
 from ..ops import get_step_ops
 from ..units import MIB, get_dtype_bytes
 from .measurements import AttentionKey, CacheKey, DecoderKey, ElementwiseKey, LinearKey, MeasurementKey
-from .plan import (ALWAYS_MEASURED_M, CACHE_SHAPE, QUICK_CACHE_WORKING_SETS, DECODER_CONTEXT, ELEMENTWISE_SPECS, OVERHEAD_MODELS,
-                   OVERHEAD_TOKENS, AttentionGrid, AttentionHeads, Plan, StepTokens, WeightShape, elementwise_step_split,
-                   get_decoder_spec)
+from .plan import (ALWAYS_MEASURED_M, CACHE_SHAPE, DECODER_CONTEXT, ELEMENTWISE_SPECS, OVERHEAD_MODELS, OVERHEAD_TOKENS,
+                   QUICK_CACHE_WORKING_SETS, AttentionGrid, AttentionHeads, Plan, StepTokens, WeightShape,
+                   elementwise_step_split, get_decoder_spec)
 
 #: the ladder, richest first; `plan_for_budget` walks down it per dtype until the run fits
 LEVELS = ("full", "full-1pass", "medium", "quick", "lean", "minimal")
