@@ -123,3 +123,13 @@ def test_fit_affine_coefficients_pass_the_profile_schema(seed, n):
     fit = fit_affine(features, times)
     assert fit.overhead_s >= 0.0 and all(v >= 0.0 for v in fit.coefficients.values())
     _as_affine_fit(fit)
+
+
+def test_a_decoder_is_built_once_per_run():
+    """`BenchContext.decoder` keeps each synthetic decoder for the run: only its first token configuration pays for
+    building it (for block-2048, about 170 M parameters of random fill, more than timing it)."""
+    plan = get_level_plan("quick", ("fp32",), CPU)
+    first, second = (DecoderKey("block-2048", t.batch, t.new_tokens) for t in plan.block_tokens[:2])
+    slow_build = DeviceSpeed(**{**speed().__dict__, "build_bytes_per_s": 1e7})
+    assert estimate_key_s(first, plan, slow_build) - estimate_key_s(first, plan, speed()) > 10.0
+    assert estimate_key_s(second, plan, slow_build) == pytest.approx(estimate_key_s(second, plan, speed()))

@@ -211,6 +211,25 @@ def test_linear_between_shapes_and_grid_points_follows_the_roofline():
         assert float(timing.get_linear_time_s(m, k, n, "fp32")) == pytest.approx(_linear_time(m, k, n), rel=0.1)
 
 
+def test_linear_above_the_last_measured_m_adds_each_row_at_the_peak():
+    """A table that stops where the call still streams its weights (a budget plan caps the FLOPs per call) is not
+    scaled up in proportion to M: each further row adds its FLOPs at the fitted peak, so far above the last M the
+    time follows the compute-bound roofline."""
+    hw = make_profile(shapes=((768, 768),))
+    prof = hw.measured.dtypes["fp32"]
+    table = prof.linear[0]
+    cut = table.model_copy(update={"m": table.m[:5], "time_s": table.time_s[:5], "spread": table.spread[:5]})
+    hw = hw.model_copy(update={"measured": hw.measured.model_copy(update={"dtypes": {
+        "fp32": prof.model_copy(update={"linear": (cut,)})}})})
+    timing = MeasuredTiming.from_spec(hw)
+    t16 = _linear_time(16, 768, 768)  # weight-streaming bound on this roofline
+    assert float(timing.get_linear_time_s(64, 768, 768, "fp32")) == pytest.approx(
+        t16 + 48 * 2.0 * 768 * 768 / P_TRUE, rel=1e-9)
+    assert float(timing.get_linear_time_s(64, 768, 768, "fp32")) < 0.6 * 4 * t16  # not 4x the M = 16 time
+    assert float(timing.get_linear_time_s(1 << 17, 768, 768, "fp32")) == pytest.approx(
+        _linear_time(1 << 17, 768, 768), rel=0.01)
+
+
 def test_linear_is_vectorised_over_m():
     timing = MeasuredTiming.from_spec(make_profile())
     out = timing.get_linear_time_s(np.array([[1, 2], [4, 8]]), 768, 768, "fp32")
@@ -307,6 +326,38 @@ def test_fit_overheads_recovers_scale_and_dispatch_from_synthetic_decoders():
     assert fitted.layer_overhead_s == pytest.approx(per_layer, rel=0.05)
     assert fitted.step_overhead_s == pytest.approx(per_step, rel=0.05)
     assert fitted.residuals["decoder_fit_median_abs_rel"] < 0.02
+
+
+def test_fit_overheads_leaves_out_decoders_the_cache_curve_prices_warm():
+    """block-384's weights (25 MB in fp32) sit on the steep part of a cache-reuse curve that drops between 16 and
+    64 MB: its time measures that curve's error, not the in-model scale, so it is left out while two cold mid-size
+    decoders remain; with no cold one it stays in (nothing else pins the scale)."""
+    from rooflinesim.calibrate.fit_profile import fit_overheads
+    from rooflinesim.calibrate.measurements import DecoderKey, Results, Timing
+    from rooflinesim.calibrate.plan import DECODER_CONTEXT, get_decoder_spec
+
+    mib = 2**20
+    hw = _with_cache(make_profile(), (16 * mib, 64 * mib, 1024 * mib), (2.0, 1.0, 1.0))
+    profile = hw.measured.dtypes["fp32"]
+    timing = MeasuredTiming.from_spec(hw)
+
+    def results_for(names):
+        results = Results()
+        for name in ("overhead-2l", "overhead-8l") + names:
+            spec = get_decoder_spec(name)
+            for batch, q in ((1, 1), (1, 4)) if name.startswith("overhead") else ((1, 1), (8, 1)):
+                ops = get_step_ops(spec, batch, DECODER_CONTEXT, q, "fp32", "fp32", "fp32")
+                step = timing.for_step(ops)
+                per_op = sum(float(step.get_op_time(op, "fp32").time_s) for op in ops)
+                scale = 1.6 if name == "block-384" else 1.2  # the warm one runs slower than its curve says
+                results.add(DecoderKey(name, batch, q), Timing((scale * per_op + spec.num_layers * 1e-4 + 5e-5,)))
+        return results
+
+    fitted = fit_overheads("fp32", profile, results_for(("block-384", "block-768", "block-2048")))
+    assert fitted.in_model_scale == pytest.approx(1.2, rel=0.01)
+    assert fitted.residuals["decoder_fit_warm_rows_left_out"] == 2
+    alone = fit_overheads("fp32", profile, results_for(("block-384",)))
+    assert alone.residuals["decoder_fit_warm_rows_left_out"] == 0 and alone.in_model_scale > 1.3
 
 
 def test_combined_report_leads_with_bf16_and_keeps_every_dtype():
@@ -512,6 +563,25 @@ def test_decoder_kv_cache_rollback_matches_a_fresh_run():
         fresh(prompt, torch.zeros(2, dtype=torch.long), 6)
         expected = fresh(nxt, torch.full((2,), 6), 7)
     torch.testing.assert_close(rolled, expected)
+
+
+def test_calibration_builds_each_decoder_once_and_times_every_token_configuration():
+    """The decoder jobs share one built decoder per name (`BenchContext.decoder`), each timing its own batch."""
+    pytest.importorskip("torch")
+    from rooflinesim.calibrate.benchmarks import BenchContext
+    from rooflinesim.calibrate.benchmarks.decoder import decoder_jobs
+    from rooflinesim.calibrate.plan import Plan
+    from rooflinesim.calibrate.timers import Timer, select_device
+
+    from dataclasses import replace
+
+    device = select_device("cpu")  # the thread count torch already uses
+    plan = replace(Plan.make(True, ("fp32",), device, tiny=True), block_models=(), min_calls=1)
+    ctx = BenchContext(device, "fp32", plan, Timer(device))
+    assert ctx.decoder("overhead-2l") is ctx.decoder("overhead-2l")
+    timings = [job.run() for job in decoder_jobs(ctx)]
+    assert len(timings) == 4 and all(t.estimate_s > 0 for t in timings)
+    assert set(ctx._decoders) == {"overhead-2l", "overhead-8l"}  # two token configurations each, one build
 
 
 def test_speculative_loop_prices_the_first_draft_step_cold_and_the_rest_warm():

@@ -223,7 +223,7 @@ class Plan:
                 max_call_flops=1.5e9 if not device.is_cuda else 5e11,
                 attention=AttentionGrid(QUICK_ATTENTION_HEADS, QUICK_ATTENTION_BATCH, QUICK_ATTENTION_CONTEXT,
                                         QUICK_ATTENTION_Q),
-                elementwise_tokens=(1, 40, 256), block_models=("block-384", "block-768", "block-2048"),
+                elementwise_tokens=(1, 40, 256), block_models=("block-768", "block-1536", "block-2048"),
                 block_tokens=(StepTokens(1, 1), StepTokens(8, 1)), cache_working_sets=QUICK_CACHE_WORKING_SETS)
         return cls(
             quick=False, dtypes=dtypes, linear_shapes=LINEAR_SHAPES, m_grid=M_GRID, passes=2, min_calls=5,

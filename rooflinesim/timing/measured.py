@@ -2,10 +2,11 @@
 
 A profile is a HardwareSpec whose `measured` block (`rooflinesim.specs.MeasuredProfile`) holds, per compute dtype:
 
-* linear ops: the measured time of F.linear vs M per calibrated weight shape, interpolated log-log in M; for a
-  weight shape that was not calibrated, the ratio measured / fitted-roofline of the calibrated shapes is averaged
-  with Gaussian weights over the distance in (log2 in_features, log2 out_features) and applied to the fitted
-  roofline of the asked shape (so nothing depends on the shape being one that was measured);
+* linear ops: the measured time of F.linear vs M per calibrated weight shape, interpolated log-log in M (above the
+  last measured M each further row adds its FLOPs at the fitted peak); for a weight shape that was not calibrated,
+  the ratio measured / fitted-roofline of the calibrated shapes is averaged with Gaussian weights over the distance
+  in (log2 in_features, log2 out_features) and applied to the fitted roofline of the asked shape (so nothing
+  depends on the shape being one that was measured);
 * attention: the fitted masked-SDPA model, c + a x KV bytes + b x FLOPs + s x score elements, for one query token
   ('decode') and several ('multi'); several query tokens are never priced below one (they read the same KV cache
   and do more work), which keeps the multi-token fit from undercutting decode where it extrapolates;
@@ -58,12 +59,16 @@ class _Table:
         return cls(table.in_features, table.out_features, np.log(np.asarray(table.m, dtype=float)),
                    np.log(np.asarray(table.time_s, dtype=float)))
 
-    def time_s(self, m) -> np.ndarray:
-        """Log-log interpolation in M; constant below the first M, linear in M (compute-bound) above the last."""
-        lm = np.log(np.maximum(np.asarray(m, dtype=float), 1.0))
-        inside = np.interp(lm, self.log_m, self.log_t)
-        above = self.log_t[-1] + (lm - self.log_m[-1])
-        return np.exp(np.where(lm > self.log_m[-1], above, inside))
+    def time_s(self, m, row_s: float) -> np.ndarray:
+        """Log-log interpolation in M; constant below the first M. Above the last measured M every further row adds
+        `row_s` (its FLOPs at the fitted peak): the call already streams its weights once, whatever M, so a table
+        that stops where the call is still bound by weight streaming (a budget plan caps the FLOPs per call) is not
+        scaled up in proportion to M from there; far above, the time grows as the compute-bound roofline's."""
+        m = np.maximum(np.asarray(m, dtype=float), 1.0)
+        lm = np.log(m)
+        inside = np.exp(np.interp(lm, self.log_m, self.log_t))
+        above = np.exp(self.log_t[-1]) + (m - np.exp(self.log_m[-1])) * row_s
+        return np.where(lm > self.log_m[-1], above, inside)
 
 
 @dataclass(frozen=True)
@@ -90,6 +95,10 @@ class LinearModel:
         weight = k * n * self.weight_bytes_per_element
         return np.maximum(flops / self.peak_flops_per_s, weight / self.bandwidth_bytes_per_s) + self.overhead_s
 
+    def get_row_s(self, k, n) -> float:
+        """What one more row of x costs a (K, N) weight far above the measured M: its FLOPs at the fitted peak."""
+        return 2.0 * k * n / self.peak_flops_per_s
+
     def get_shape_weights(self, k, n) -> np.ndarray:
         """Gaussian weight of each calibrated shape for a (K, N) weight."""
         d2 = np.array([(np.log2(k) - np.log2(t.k)) ** 2 + (np.log2(n) - np.log2(t.n)) ** 2 for t in self.tables])
@@ -103,7 +112,8 @@ class LinearModel:
         w = self.get_shape_weights(k, n)
         if w.sum() < 1e-12:  # far from every calibrated shape: fall back to the nearest one's ratio
             w = (w == w.max()).astype(float)
-        log_ratios = [np.log(t.time_s(m)) - np.log(self.roofline_s(m, t.k, t.n)) for t in self.tables]
+        log_ratios = [np.log(t.time_s(m, self.get_row_s(t.k, t.n))) - np.log(self.roofline_s(m, t.k, t.n))
+                      for t in self.tables]
         ratio = sum(wi * lr for wi, lr in zip(w, log_ratios)) / w.sum()
         return base * np.exp(ratio)
 
@@ -229,6 +239,11 @@ class MeasuredTiming:
         speedup = np.interp(x, np.log(np.asarray(reuse.working_set_bytes)), np.asarray(reuse.speedup))
         return (speedup - 1.0) / (max(reuse.speedup) - 1.0)
 
+    def get_cache_warmth(self, compute_dtype: str):
+        """How warm the bound step's weights are on the measured cache-reuse curve: 0 (cold, streamed from memory)
+        .. 1 (as warm as the smallest calibrated working set); 0 without a curve or a bound step."""
+        return self._cache_warmth(self._model(compute_dtype).profile)
+
     def get_linear_time_s(self, m, k, n, compute_dtype: str) -> np.ndarray:
         """One F.linear call of x[M, K] @ W[N, K]^T with weights in the compute dtype (per instance)."""
         return self._model(compute_dtype).linear.time_s(m, k, n)
@@ -348,7 +363,7 @@ class MeasuredTiming:
             if m_max > largest_m:
                 warnings.append(
                     f"profile {self.profile_name}: linears with up to {m_max:,.0f} rows exceed the largest measured "
-                    f"M ({largest_m:,.0f}): extrapolated as compute-bound (time linear in M)")
+                    f"M ({largest_m:,.0f}): extrapolated as compute-bound (each further row at the fitted peak)")
         calibrated = sorted({int(key.partition("_d")[2]) for key in dm.profile.attention if key.partition("_d")[2]})
         for op in ops:
             if op.kind == "attention" and calibrated:

@@ -38,6 +38,18 @@ class BenchContext:
         self._pool_buffer: torch.Tensor | None = None
         #: set by a run that has fallen behind its time budget: the fewest calls a median is still taken from
         self.hurry = False
+        self._decoders: dict = {}
+
+    def decoder(self, name: str):
+        """The synthetic decoder `name` (`plan.DECODER_SPECS`), built on first use and kept for the run: its token
+        configurations are separate jobs, and building a mid-size decoder (random fill of up to 170 M parameters)
+        costs more than timing it."""
+        if name not in self._decoders:
+            from .. import model as M
+            from ..plan import get_decoder_spec
+
+            self._decoders[name] = M.build_decoder(get_decoder_spec(name), self.torch_dtype, self.torch_device)
+        return self._decoders[name]
 
     def time(self, fn: Callable[[], object], scale: float = 1.0) -> Timing:
         """Time `fn` with the plan's call count and minimum time (the latter times `scale`); in a hurry, 3 calls."""

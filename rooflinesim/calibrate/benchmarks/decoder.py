@@ -6,8 +6,7 @@ from __future__ import annotations
 
 import torch
 
-from .. import model as M
-from ..plan import DECODER_CONTEXT, OVERHEAD_MODELS, get_decoder_spec
+from ..plan import DECODER_CONTEXT, OVERHEAD_MODELS
 from .base import BenchContext, Job
 
 #: progress-bar weight of a mid-size decoder relative to one microbenchmark
@@ -21,8 +20,7 @@ def decoder_jobs(ctx: BenchContext) -> list[Job]:
 
 def _decoder_runner(ctx: BenchContext, name: str, batch: int, q: int):
     def run():
-        spec = get_decoder_spec(name)
-        model = M.build_decoder(spec, ctx.torch_dtype, ctx.torch_device)
+        model = ctx.decoder(name)  # built once per run, shared by its token configurations
         model.setup_caches(batch, DECODER_CONTEXT + q + 8)
         tokens = torch.zeros(batch, q, dtype=torch.long, device=ctx.torch_device)
         start = torch.full((batch,), DECODER_CONTEXT, device=ctx.torch_device)
