@@ -28,15 +28,10 @@ from ..speculative import price_speculation
 from .acceptance_measure import MeasureSettings, load_pair, measure_acceptance
 from .acceptance_models import corpus, hf_config, trained_pair
 from .measurements import Timing
+from .sampling import exact_rule, probabilities, sample
 
 GOAL_SPEEDUP_ERROR = 0.15
 PROMPT_TOKENS = 64
-
-
-def _rows_probs(logits: torch.Tensor, temperature: float) -> torch.Tensor:
-    if temperature == 0.0:
-        return torch.nn.functional.one_hot(logits.argmax(-1), logits.shape[-1]).to(torch.float64)
-    return torch.softmax(logits.to(torch.float64) / temperature, dim=-1)
 
 
 @torch.no_grad()
@@ -52,8 +47,8 @@ def batched_loops(target, draft, prompts: torch.Tensor, k: int, temperature: flo
     for i in range(iterations + 2):
         sync()
         began = time.perf_counter()
-        probs = _rows_probs(target(last, length, int(length.max()) + 1)[:, -1], temperature)
-        last = torch.multinomial(probs, 1, generator=generator)
+        probs = probabilities(target(last, length, int(length.max()) + 1)[:, -1], temperature)
+        last = sample(probs, generator)[:, None]
         sync()
         if i >= 2:
             decode_times.append(time.perf_counter() - began)
@@ -70,22 +65,14 @@ def batched_loops(target, draft, prompts: torch.Tensor, k: int, temperature: flo
         began = time.perf_counter()
         feed, at, drafts, q_rows = torch.stack([prev, last], 1), cur - 1, [], []
         for _ in range(k):
-            q = _rows_probs(draft(feed, at, int(at.max()) + feed.shape[1])[:, -1], temperature)
-            token = torch.multinomial(q, 1, generator=generator)
+            q = probabilities(draft(feed, at, int(at.max()) + feed.shape[1])[:, -1], temperature)
+            token = sample(q, generator)[:, None]
             drafts.append(token[:, 0])
             q_rows.append(q)
             at, feed = at + feed.shape[1], token
         d = torch.stack(drafts, 1)  # [B, k]
-        p_rows = _rows_probs(target(torch.cat([last[:, None], d], 1), cur, int(cur.max()) + k + 1), temperature)
-        q_all = torch.stack(q_rows, 1)  # [B, k, V]
-        p_draft = p_rows[:, :k].gather(2, d[..., None])[..., 0]
-        q_draft = q_all.gather(2, d[..., None])[..., 0]
-        ok = torch.rand(b, k, generator=generator, dtype=torch.float64) * q_draft < p_draft
-        n = ok.to(torch.int64).cumprod(1).sum(1)  # leading accepted drafts
-        residual = torch.clamp(p_rows[rows, n] - torch.where((n < k)[:, None], q_all[rows, n.clamp(max=k - 1)], 0.0),
-                               min=0.0)
-        residual = torch.where(residual.sum(1, keepdim=True) > 0, residual, p_rows[rows, n])
-        next_token = torch.multinomial(residual, 1, generator=generator)[:, 0]
+        p_rows = probabilities(target(torch.cat([last[:, None], d], 1), cur, int(cur.max()) + k + 1), temperature)
+        n, next_token = exact_rule(p_rows, torch.stack(q_rows, 1), d, generator)  # per sequence
         prev = torch.where(n > 0, d[rows, (n - 1).clamp(min=0)], last)
         last, cur = next_token, cur + n + 1
         sync()
