@@ -31,7 +31,7 @@ from ..registry import load_model
 from ..scenario import build_scenario
 from ..serve import LengthDistribution, ServeConfig, StepPricer, generate_requests, simulate
 from ..specs import InputError, ModelSpec
-from ..units import MILLI
+from ..units import MICRO, MILLI
 from .model import build_decoder
 from .serve_loop import LoopConfig, LoopResult, run_serving_loop
 from .timers import get_torch_dtype
@@ -45,9 +45,9 @@ METRICS = ("ttft_s", "tpot_s")
 class ServeValidationSettings:
     """The workload and engine of the measured runs (defaults sized to ~1 min per policy on a 2-core CPU, fp32)."""
 
-    rate_per_s: float = 1.5
+    rate_per_s: float = 1.2
     requests: int = 60
-    prompt_tokens: str = "uniform:16:192"
+    prompt_tokens: str = "uniform:16:128"
     output_tokens: str = "uniform:16:96"
     max_num_seqs: int = 8
     max_num_batched_tokens: int = 128
@@ -68,6 +68,19 @@ class ServeValidationSettings:
         return self
 
 
+def get_cpu_stall_s(path: str = "/proc/pressure/cpu") -> float | None:
+    """Seconds some task has waited for a CPU since boot (Linux PSI 'some total'); None where unavailable. Its
+    growth over a run divided by the run's wall time is the share of the run the host was contended."""
+    try:
+        with open(path) as f:
+            for line in f:
+                if line.startswith("some"):
+                    return float(dict(part.split("=") for part in line.split()[1:])["total"]) * MICRO
+    except (OSError, ValueError, KeyError):
+        pass
+    return None
+
+
 def _finite(values: np.ndarray) -> list:
     """Per-request values for JSON: NaN (a request with one output token has no TPOT) becomes null."""
     return [float(v) if np.isfinite(v) else None for v in values]
@@ -80,13 +93,19 @@ def _error(simulated, measured) -> float | None:
 def _step_model(result: LoopResult, pricer: StepPricer, draft_prefills: bool) -> dict:
     """Each measured step against its own price: median and p90 of measured / priced, by kind of step."""
     kinds: dict[str, list[float]] = {}
+    by_batch: dict[int, list[tuple[float, float]]] = {}
     for n, context, k, chunk_context, chunk_tokens, finishing, seconds, _ in result.steps:
         priced = pricer.get_step_time_s(n, context, k, np.asarray(chunk_context), np.asarray(chunk_tokens),
                                         finishing, draft_prefills)
         kind = "decode" if not chunk_tokens else ("mixed" if n else "prefill")
         kinds.setdefault(kind, []).append(seconds / priced)
+        if kind == "decode":
+            by_batch.setdefault(n, []).append((seconds, priced))
     out = {kind: {"steps": len(r), "median_measured_over_priced": float(np.median(r)),
                   "p90_measured_over_priced": float(np.percentile(r, 90))} for kind, r in kinds.items()}
+    out["decode_by_batch"] = [{"batch": n, "steps": len(v), "median_measured_s": float(np.median([m for m, _ in v])),
+                               "median_priced_s": float(np.median([q for _, q in v]))}
+                              for n, v in sorted(by_batch.items())]
     seconds = np.asarray([s[6] for s in result.steps])
     in_models = np.asarray([s[7] for s in result.steps])
     out["outside_models_share"] = float(1.0 - in_models.sum() / seconds.sum()) if seconds.size else None
@@ -134,12 +153,18 @@ def run_serve_validation(profile_path, device, settings: ServeValidationSettings
     draft_model = build_decoder(draft_spec, dtype, device.torch_device, s.seed + 1)
     load_before = os.getloadavg()
     runs: dict[str, LoopResult] = {}
+    stall: dict[str, float | None] = {}
     began = time.perf_counter()
     for k in (0, s.k):
         config = LoopConfig(s.max_num_seqs, s.max_num_batched_tokens, k, s.temperature, s.seed)
         log(f"serving {s.requests} requests at {s.rate_per_s:g}/s, policy {config.policy} ...")
+        stall_before = get_cpu_stall_s()
         runs[config.policy] = run_serving_loop(target_model, draft_model, requests, config, s.seed)
-        log(f"  {runs[config.policy].wall_s:.1f} s")
+        stall_after = get_cpu_stall_s()
+        stall[config.policy] = None if stall_before is None or stall_after is None else (
+            (stall_after - stall_before) / runs[config.policy].wall_s)
+        log(f"  {runs[config.policy].wall_s:.1f} s" + ("" if stall[config.policy] is None else
+                                                       f", CPU contended {stall[config.policy]:.1%} of it"))
     measured_s = time.perf_counter() - began
     load_after = os.getloadavg()
 
@@ -174,7 +199,7 @@ def run_serve_validation(profile_path, device, settings: ServeValidationSettings
                             "simulated": _batch_share(sims[0].timeline, s.max_num_seqs)},
             "requests": {"measured_ttft_s": _finite(measured.ttft_s), "simulated_ttft_s": _finite(sims[0].ttft_s),
                          "measured_tpot_s": _finite(measured.tpot_s), "simulated_tpot_s": _finite(sims[0].tpot_s)},
-            "loop_wall_s": run.wall_s,
+            "loop_wall_s": run.wall_s, "cpu_contended_share": stall[policy],
         })
     return {
         "kind": "serving loop validation", "profile": str(profile_path),
@@ -189,7 +214,9 @@ def run_serve_validation(profile_path, device, settings: ServeValidationSettings
         "notes": ("error = simulated / measured - 1, per metric and percentile over the requests (TPOT per request "
                   "with more than one output token); simulated values are the mean over the acceptance seeds. The "
                   "acceptance is measured in the speculative run. CPU timings move ~10 % between runs on a quiet "
-                  "machine and far more when other processes share the cores (see load_average_*)."),
+                  "machine and far more when other processes share the cores: cpu_contended_share is the share "
+                  "of each run during which some task waited for a CPU (Linux PSI), which the loop's own threads "
+                  "do not cause on their own; the load averages count the loop's own threads."),
     }
 
 
@@ -202,11 +229,16 @@ def print_serve_report(report: dict, log=print) -> None:
         parts = [f"{name} {c['measured_s'] / MILLI:.0f} / {c['simulated_s'] / MILLI:.0f} ms ({c['error']:+.0%})"
                  for name, c in row["comparison"].items()]
         steps = row["step_model"]
-        kinds = ", ".join(f"{kind} {v['median_measured_over_priced']:.2f}" for kind, v in steps.items()
-                          if isinstance(v, dict))
-        log(f"  {row['policy']:>8}: measured / simulated " + "; ".join(parts))
+        kinds = ", ".join(f"{kind} {steps[kind]['median_measured_over_priced']:.2f}"
+                          for kind in ("decode", "mixed", "prefill") if kind in steps)
+        batches = ", ".join(f"{b['batch']}: {b['median_measured_s'] / MILLI:.0f} / {b['median_priced_s'] / MILLI:.0f}"
+                            for b in steps["decode_by_batch"])
+        contended = row.get("cpu_contended_share")
+        log(f"  {row['policy']:>8}: measured / simulated " + "; ".join(parts)
+            + ("" if contended is None else f" (CPU contended {contended:.0%} of the run)"))
         log(f"            mean batch {row['measured']['mean_batch']:.2f} / {row['simulated']['mean_batch']:.2f}; "
             f"steps measured / priced (median): {kinds}; outside the forwards {steps['outside_models_share']:.1%}")
+        log(f"            decode-only steps by batch, measured / priced ms: {batches}")
     log(f"goals (p50 within {report['goals']['p50']:.0%}, p90 within {report['goals']['p90']:.0%}): "
         + ("met" if report["meets_goal"] else "NOT met"))
 
