@@ -66,7 +66,7 @@ def get_serve_validation_data(report) -> dict:
                   for side in ("measured", "simulated") for metric in ("ttft", "tpot")}
         errors = {name: c.get("error") for name, c in row["comparison"].items()}
         out.append({"policy": row["policy"], "curves": curves, "errors": errors,
-                    "batch_share": row["batch_share"]})
+                    "batch_share": row["batch_share"], "contended": row.get("cpu_contended_share")})
     return {"policies": out, "title": (
         f"Serving loop vs simulator: {data.get('model', '?')} + {data.get('draft', '?')} on {data.get('device', '?')} "
         f"({data.get('dtype', '?')}), {data.get('requests', '?')} requests at {data.get('offered_rate_per_s', '?')}/s"),
@@ -78,18 +78,20 @@ def _fmt(error) -> str:
 
 
 def plot_serve_validation(report):
-    """Three panels: the TTFT and TPOT distributions over requests (ECDF, log scale: measured solid, simulated
-    dashed; the legend gives the simulator's p50 / p90 errors), and the share of busy time at each running batch."""
+    """Three panels: the TTFT and TPOT distributions over requests (ECDF, log scale when they span more than 10x:
+    measured solid, simulated dashed; the legend gives the simulator's p50 / p90 errors and how much of a measured run
+    the CPU was contended by other processes), and the share of busy time at each running batch."""
     data = get_serve_validation_data(report)
     fig, (ttft, tpot, share) = _new_figure((15.0, 4.8), ncols=3)
     n_pol = len(data["policies"])
     width = 0.8 / (2 * n_pol)
     for i, row in enumerate(data["policies"]):
         color = COLORS[i % len(COLORS)]
+        contended = "" if not row["contended"] else f", CPU contended {row['contended']:.0%}"
         for ax, metric in ((ttft, "ttft"), (tpot, "tpot")):
             e50, e90 = row["errors"].get(f"{metric}_p50"), row["errors"].get(f"{metric}_p90")
             x, y = row["curves"][f"measured_{metric}"]
-            ax.step(x, y, where="post", color=color, label=f"{row['policy']} measured")
+            ax.step(x, y, where="post", color=color, label=f"{row['policy']} measured{contended}")
             x, y = row["curves"][f"simulated_{metric}"]
             ax.step(x, y, where="post", color=color, linestyle="--",
                     label=f"{row['policy']} simulated (p50 {_fmt(e50)}, p90 {_fmt(e90)})")
@@ -101,13 +103,18 @@ def plot_serve_validation(report):
     from matplotlib.ticker import NullFormatter, ScalarFormatter
 
     for ax, what in ((ttft, "TTFT"), (tpot, "TPOT")):
-        ax.set(xscale="log", xlabel=f"{what} (ms)", ylabel="share of requests", title=f"{what} over requests")
-        ax.xaxis.set_major_formatter(ScalarFormatter())
-        ax.xaxis.set_minor_formatter(NullFormatter())
+        ax.set(xlabel=f"{what} (ms)", ylabel="share of requests", title=f"{what} over requests")
+        values = np.concatenate([row["curves"][f"{side}_{what.lower()}"][0] for row in data["policies"]
+                                 for side in ("measured", "simulated")])
+        values = values[values > 0]
+        if values.size and values.max() / values.min() > 10:  # a wide range (queueing tails): log scale
+            ax.set_xscale("log")
+            ax.xaxis.set_major_formatter(ScalarFormatter())
+            ax.xaxis.set_minor_formatter(NullFormatter())
         for p in (0.5, 0.9):
             ax.axhline(p, color="0.6", linewidth=0.8, linestyle=":")
         ax.grid(True, which="both", alpha=0.3)
-        ax.legend(fontsize=7, loc="lower right")
+        ax.legend(fontsize=7, loc="best")
     share.set(xlabel="running requests", ylabel="share of busy time", title="batch the engine ran at")
     share.legend(fontsize=7)
     share.grid(True, axis="y", alpha=0.3)
