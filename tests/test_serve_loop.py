@@ -120,7 +120,7 @@ def test_serve_validation_report_and_chart(tmp_path):
 
     settings = ServeValidationSettings(rate_per_s=100.0, requests=8, prompt_tokens="uniform:4:24",
                                        output_tokens="uniform:2:10", max_num_seqs=4, max_num_batched_tokens=24, k=2,
-                                       sim_seeds=2)
+                                       sim_seeds=2, retries=0)
     report = run_serve_validation(PROFILE, select_device("cpu", 1), settings, _spec("tiny-target", 2),
                                   _spec("tiny-draft", 1), log=lambda *a: None)
     text = json.dumps(report, allow_nan=False)  # strict JSON: no NaN anywhere
@@ -136,6 +136,9 @@ def test_serve_validation_report_and_chart(tmp_path):
         assert len(row["requests"]["measured_ttft_s"]) == 8
         assert sum(row["batch_share"]["measured"]) == pytest.approx(1.0)
         assert 0 <= row["step_model"]["outside_models_share"] < 1
+        assert len(row["cpu_contended_share_of_attempts"]) == 1
+        assert [b["batch"] for b in row["step_model"]["decode_by_batch"]] == sorted(
+            b["batch"] for b in row["step_model"]["decode_by_batch"])
     assert report["meets_goal"] == all(c["meets_goal"] for p in report["policies"] for c in p["comparison"].values())
     assert report["acceptance"]["k"] == 2 and 1 <= report["acceptance"]["expected_tokens"] <= 3
     path = tmp_path / "r.json"

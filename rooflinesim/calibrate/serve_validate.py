@@ -9,6 +9,10 @@ the calibrated profile (`serve.simulate`, with the same max_num_seqs and token b
 `sim_seeds` acceptance seeds whose percentiles are averaged), and the report compares TTFT and TPOT p50 / p90
 (goals: within 15 % at the p50s, 25 % at the p90s).
 
+On a shared machine other processes stall a multi-threaded loop by whole scheduler slices: the share of each run
+during which some task waited for a CPU (Linux PSI) is recorded, and a run contended for more than CONTENDED_SHARE
+of its time is served again (`retries`, default once), the quietest attempt kept.
+
 To tell a step-model error from a scheduling one, every measured step is also priced on its own by the simulator's
 `StepPricer` (its decodes, their mean context, k, its prefill chunks): `step_model` gives the median and p90 of
 measured / priced per kind of step, and the share of the loop's time spent outside the model forwards (scheduling,
@@ -58,11 +62,12 @@ class ServeValidationSettings:
     seed: int = 0
     dtype: str = "fp32"
     sim_seeds: int = 5
+    retries: int = 1  # runs of a policy served again when the CPU was contended (more than CONTENDED_SHARE)
 
     def check(self) -> "ServeValidationSettings":
         if not (self.rate_per_s > 0 and np.isfinite(self.rate_per_s)):
             raise InputError(f"--rate must be a positive number of requests per second, got {self.rate_per_s}")
-        for name, low in (("requests", 2), ("max_num_seqs", 1), ("k", 1), ("sim_seeds", 1)):
+        for name, low in (("requests", 2), ("max_num_seqs", 1), ("k", 1), ("sim_seeds", 1), ("retries", 0)):
             if getattr(self, name) < low:
                 raise InputError(f"{name} must be at least {low}, got {getattr(self, name)}")
         if self.max_num_batched_tokens < self.max_num_seqs * (self.k + 1):
@@ -156,17 +161,24 @@ def run_serve_validation(profile_path, device, settings: ServeValidationSettings
     load_before = os.getloadavg()
     runs: dict[str, LoopResult] = {}
     stall: dict[str, float | None] = {}
+    attempts: dict[str, list] = {}
     began = time.perf_counter()
     for k in (0, s.k):
         config = LoopConfig(s.max_num_seqs, s.max_num_batched_tokens, k, s.temperature, s.seed)
-        log(f"serving {s.requests} requests at {s.rate_per_s:g}/s, policy {config.policy} ...")
-        stall_before = get_cpu_stall_s()
-        runs[config.policy] = run_serving_loop(target_model, draft_model, requests, config, s.seed)
-        stall_after = get_cpu_stall_s()
-        stall[config.policy] = None if stall_before is None or stall_after is None else (
-            (stall_after - stall_before) / runs[config.policy].wall_s)
-        log(f"  {runs[config.policy].wall_s:.1f} s" + ("" if stall[config.policy] is None else
-                                                       f", CPU contended {stall[config.policy]:.1%} of it"))
+        policy = config.policy
+        attempts[policy] = []
+        while True:  # a run other processes contended is served again (up to `retries` times), the quietest kept
+            log(f"serving {s.requests} requests at {s.rate_per_s:g}/s, policy {policy} ...")
+            stall_before = get_cpu_stall_s()
+            run = run_serving_loop(target_model, draft_model, requests, config, s.seed)
+            stall_after = get_cpu_stall_s()
+            share = None if stall_before is None or stall_after is None else (stall_after - stall_before) / run.wall_s
+            attempts[policy].append(share)
+            log(f"  {run.wall_s:.1f} s" + ("" if share is None else f", CPU contended {share:.1%} of it"))
+            if policy not in runs or (share or 0.0) < (stall[policy] or 0.0):
+                runs[policy], stall[policy] = run, share
+            if (stall[policy] or 0.0) <= CONTENDED_SHARE or len(attempts[policy]) > s.retries:
+                break
     measured_s = time.perf_counter() - began
     load_after = os.getloadavg()
 
@@ -202,6 +214,7 @@ def run_serve_validation(profile_path, device, settings: ServeValidationSettings
             "requests": {"measured_ttft_s": _finite(measured.ttft_s), "simulated_ttft_s": _finite(sims[0].ttft_s),
                          "measured_tpot_s": _finite(measured.tpot_s), "simulated_tpot_s": _finite(sims[0].tpot_s)},
             "loop_wall_s": run.wall_s, "cpu_contended_share": stall[policy],
+            "cpu_contended_share_of_attempts": attempts[policy],
         })
     return {
         "kind": "serving loop validation", "profile": str(profile_path),
