@@ -62,8 +62,11 @@ def get_serve_validation_data(report) -> dict:
     out = []
     for row in data["policies"]:
         r = row["requests"]
-        curves = {f"{side}_{metric}": tuple(x / MILLI if i == 0 else x for i, x in enumerate(_ecdf(r[f"{side}_{metric}_s"])))
-                  for side in ("measured", "simulated") for metric in ("ttft", "tpot")}
+        curves = {}
+        for side in ("measured", "simulated"):
+            for metric in ("ttft", "tpot"):
+                values, share = _ecdf(r[f"{side}_{metric}_s"])
+                curves[f"{side}_{metric}"] = (values / MILLI, share)  # ms, share of requests
         errors = {name: c.get("error") for name, c in row["comparison"].items()}
         out.append({"policy": row["policy"], "curves": curves, "errors": errors,
                     "batch_share": row["batch_share"], "contended": row.get("cpu_contended_share")})
