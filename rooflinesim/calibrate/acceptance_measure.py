@@ -23,6 +23,7 @@ import torch
 from ..acceptance.measured import MeasuredAcceptance, from_position_counts
 from ..specs import InputError
 from .hf_checkpoint import load_hf_decoder, set_rope_tables
+from .sampling import probabilities
 
 #: a prompts file line of integers separated by spaces or commas is read as token ids
 MAX_PROMPTS = 10_000
@@ -74,12 +75,6 @@ def _tokenize(lines, path: Path, target_dir) -> list[list[int]]:
     return [tokenizer.encode(line).ids for _, line in lines]
 
 
-def _probabilities(logits: torch.Tensor, temperature: float) -> torch.Tensor:
-    if temperature == 0.0:
-        return torch.nn.functional.one_hot(logits.argmax(-1), logits.shape[-1]).to(torch.float64)
-    return torch.softmax(logits.to(torch.float64) / temperature, dim=-1)
-
-
 def _sample(probs: torch.Tensor, generator: torch.Generator) -> int:
     return int(torch.multinomial(probs, 1, generator=generator).item())
 
@@ -102,13 +97,13 @@ def speculative_decode(target, draft, prompt: list[int], s: MeasureSettings,
         feed, at = seq[draft_valid:], draft_valid
         for _ in range(s.k):
             logits = draft(torch.tensor([feed]), torch.tensor([at]), at + len(feed))[0, -1, :vocab]
-            q = _probabilities(logits, s.temperature)
+            q = probabilities(logits, s.temperature)
             drafts.append(_sample(q, generator))
             q_rows.append(q)
             at, feed = at + len(feed), [drafts[-1]]
         verify = seq[target_valid:] + drafts
         logits = target(torch.tensor([verify]), torch.tensor([target_valid]), target_valid + len(verify))
-        p_rows = _probabilities(logits[0, -(s.k + 1):, :vocab], s.temperature)
+        p_rows = probabilities(logits[0, -(s.k + 1):, :vocab], s.temperature)
         n, next_token = 0, None
         for i, token in enumerate(drafts):
             p, q = p_rows[i], q_rows[i]

@@ -64,9 +64,9 @@ class KVCache(nn.Module):
         self.register_buffer("k", torch.zeros(shape, dtype=dtype, device=device), persistent=False)
         self.register_buffer("v", torch.zeros(shape, dtype=dtype, device=device), persistent=False)
 
-    def update(self, positions: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> None:
-        """Write k, v [B, q, kv_heads, d] at each sequence's positions [B, q]."""
-        rows = torch.arange(k.shape[0], device=k.device)[:, None]
+    def update(self, positions: torch.Tensor, k: torch.Tensor, v: torch.Tensor, first: int = 0) -> None:
+        """Write k, v [B, q, kv_heads, d] at each sequence's positions [B, q], in cache rows first..first + B - 1."""
+        rows = first + torch.arange(k.shape[0], device=k.device)[:, None]
         self.k[rows, :, positions] = k
         self.v[rows, :, positions] = v
 
@@ -94,6 +94,24 @@ class Attention(nn.Module):
         self.cache.update(positions, xk, xv)
         out = attend(xq.transpose(1, 2), self.cache.k, self.cache.v, length, mask)
         return self.o_proj(out.transpose(1, 2).reshape(b, q, self.heads * self.head_dim))
+
+    def forward_packed(self, x, cos, sin, groups):
+        """x [T, hidden]: the tokens of several groups packed one after another (see Decoder.forward_packed); the
+        projections run once over all T tokens, attention once per group over its own cache rows."""
+        t = x.shape[0]
+        xq = apply_rope(self.q_proj(x).view(1, t, self.heads, self.head_dim), cos, sin)[0]
+        xk = apply_rope(self.k_proj(x).view(1, t, self.kv_heads, self.head_dim), cos, sin)[0]
+        xv = self.v_proj(x).view(t, self.kv_heads, self.head_dim)
+        outs = []
+        for g in groups:
+            b, q = g.tokens.shape
+            rows = slice(g.first, g.first + b)
+            self.cache.update(g.positions, xk[g.lo:g.hi].view(b, q, self.kv_heads, self.head_dim),
+                              xv[g.lo:g.hi].view(b, q, self.kv_heads, self.head_dim), g.first)
+            out = attend(xq[g.lo:g.hi].view(b, q, self.heads, self.head_dim).transpose(1, 2), self.cache.k[rows],
+                         self.cache.v[rows], g.length, g.mask)
+            outs.append(out.transpose(1, 2).reshape(b * q, self.heads * self.head_dim))
+        return self.o_proj(outs[0] if len(outs) == 1 else torch.cat(outs))
 
 
 class MLP(nn.Module):
@@ -162,6 +180,44 @@ class Decoder(nn.Module):
         for layer in self.layers:
             x = layer(x, cos, sin, positions, length, mask)
         return self.lm_head(rms_norm(x, self.norm, self.layers[0].eps if len(self.layers) else NORM_EPS))
+
+
+    def forward_packed(self, groups: list["Group"], logit_rows: torch.Tensor | None = None) -> torch.Tensor | None:
+        """One forward over several groups of sequences, as a serving engine runs a mixed step (decodes and prefill
+        chunks together): every linear runs once over all the step's tokens (the weights are read once), attention
+        once per group over its cache rows. Logits only for `logit_rows` (indices into the packed tokens; None or
+        empty: no lm_head, e.g. a draft model prefilling)."""
+        x = self.embed(torch.cat([g.tokens.reshape(-1) for g in groups]))
+        positions = torch.cat([g.positions.reshape(-1) for g in groups])
+        cos, sin = self.cos[positions][None], self.sin[positions][None]
+        for layer in self.layers:
+            h = x + layer.attn.forward_packed(rms_norm(x, layer.attn_norm, layer.eps), cos, sin, groups)
+            x = h + layer.mlp(rms_norm(h, layer.mlp_norm, layer.eps))
+        if logit_rows is None or logit_rows.numel() == 0:
+            return None
+        return self.lm_head(rms_norm(x[logit_rows], self.norm, self.layers[0].eps if len(self.layers) else NORM_EPS))
+
+
+class Group:
+    """B sequences in cache rows first..first + B - 1, each reading q new tokens from its own start position: one
+    attention call of a packed forward (a decode / verify group, or one prefill chunk with B = 1)."""
+
+    def __init__(self, first: int, tokens: torch.Tensor, start: torch.Tensor, offset: int = 0):
+        b, q = tokens.shape
+        self.first, self.tokens = first, tokens
+        self.positions = start[:, None] + torch.arange(q, device=tokens.device)[None, :]
+        self.length = int(start.max()) + q
+        self.mask = causal_mask(self.positions, self.length)
+        self.lo, self.hi = offset, offset + b * q  # this group's rows in the packed tokens
+
+
+def pack(parts: list[tuple[int, torch.Tensor, torch.Tensor]]) -> list[Group]:
+    """(first row, tokens [B, q], start [B]) per group -> Groups with their offsets in the packed tokens."""
+    groups, offset = [], 0
+    for first, tokens, start in parts:
+        groups.append(Group(first, tokens, start, offset))
+        offset = groups[-1].hi
+    return groups
 
 
 @torch.no_grad()

@@ -147,6 +147,11 @@ def cmd_validate(args) -> int:
         device = select_device(args.device, args.threads)
         profile_path = str(Path("calibrate") / f"{device.slug}.yaml")
     profile = load_profile(profile_path)
+    if args.serve:
+        return cmd_validate_serve(args, profile_path, profile, out_dir)
+    for name in ("rate", "requests", "k"):
+        if getattr(args, name, None) is not None:
+            raise InputError(f"--{name} belongs to 'validate --serve'")
     dtypes = [normalize_dtype(args.dtype)] if args.dtype else list(profile.measured.dtypes)
     _check_validation_fits(args.model, args.draft, dtypes)
     threads = args.threads or profile.measured.provenance.threads
@@ -170,3 +175,42 @@ def cmd_validate(args) -> int:
     return 0
 
 
+
+
+def cmd_validate_serve(args, profile_path, profile, out_dir) -> int:
+    """`validate --serve`: the measured serving loop against the simulator; JSON + PNG report in --out-dir."""
+    from dataclasses import replace
+
+    from ..fileio import open_atomic, write_text_atomic
+    from ..units import normalize_dtype
+
+    from ..calibrate.serve_validate import ServeValidationSettings, print_serve_report, run_serve_validation
+    from ..calibrate.timers import select_device
+
+    measured_dtypes = list(profile.measured.dtypes)
+    dtype = normalize_dtype(args.dtype) if args.dtype else ("fp32" if "fp32" in measured_dtypes else measured_dtypes[0])
+    settings = ServeValidationSettings(dtype=dtype, seed=args.seed)
+    for name, field in (("rate", "rate_per_s"), ("requests", "requests"), ("k", "k")):
+        if getattr(args, name) is not None:
+            settings = replace(settings, **{field: getattr(args, name)})
+    settings.check()
+    _check_validation_fits(args.model, args.draft, [dtype])
+    threads = args.threads or profile.measured.provenance.threads
+    device = select_device(args.device, threads if profile.measured.provenance.device_kind == "cpu" else None)
+    report = run_serve_validation(profile_path, device, settings, args.model, args.draft,
+                                  log=(lambda *a: None) if args.no_progress else print)
+    print_serve_report(report)
+    import json
+
+    json_path = write_text_atomic(out_dir / f"{profile.measured.profile_name}-serve-validation.json",
+                                  json.dumps(report, indent=1) + "\n")
+    written = [json_path]
+    if not args.no_plot:
+        from ..plots import plot_serve_validation
+
+        png = json_path.with_suffix(".png")
+        with open_atomic(png, "wb") as f:
+            plot_serve_validation(json_path).savefig(f, format="png", dpi=130, bbox_inches="tight")
+        written.append(png)
+    print("wrote " + ", ".join(str(p) for p in written))
+    return 0

@@ -17,6 +17,7 @@ and an optional `ax` to draw into an existing axes (the function then returns th
 | `validation` | `plot_validation` | predicted vs measured step times and speedups from a `rooflinesim validate` report |
 | `acceptance_validation` | `plot_acceptance_validation` | measured vs predicted speculative speedup on real acceptance, and where an iteration's time goes, from an `acceptance validate` report |
 | `serve` | `plot_serve` | latency-throughput curve of each speculation policy under load, and where speculation stops paying |
+| `serve_validation` | `plot_serve_validation` | a measured serving loop's TTFT / TPOT against the simulator's, from a `rooflinesim validate --serve` report |
 """
 
 from .acceptance_validation import get_acceptance_validation_data, plot_acceptance_validation
@@ -25,11 +26,13 @@ from .common import BREAKDOWN_COMPONENTS, COLORS, get_measured_ceilings, get_sce
 from .roofline import get_roofline_data, plot_roofline
 from .speedup import get_speedup_map_data, get_speedup_vs_k_data, plot_speedup_map, plot_speedup_vs_k
 from .serve import get_serve_data, plot_serve
+from .serve_validation import get_serve_validation_data, load_serve_validation_report, plot_serve_validation
 from .validation import load_validation_report, plot_validation
 
 __all__ = [
     "plot_roofline", "plot_speedup_map", "plot_speedup_vs_k", "plot_step_breakdown", "plot_validation", "plot_serve",
     "get_serve_data", "plot_acceptance_validation", "get_acceptance_validation_data",
+    "plot_serve_validation", "get_serve_validation_data", "load_serve_validation_report",
     "get_roofline_data", "get_speedup_map_data", "get_speedup_vs_k_data", "get_breakdown_data", "get_step_breakdown",
     "get_measured_ceilings", "get_scenario", "load_validation_report", "BREAKDOWN_COMPONENTS", "COLORS",
 ]
