@@ -5,7 +5,8 @@ pair (default tiny-llama-123m with tiny-draft-2l, random weights): without specu
 drafts under the exact rule at temperature 1. The draft's acceptance is measured in the speculative run itself
 (per-position counts of every decode step, `acceptance.measured.from_position_counts`); it is a property of the two
 random models, not something the simulator is asked to predict. The simulator then replays the same requests with
-the calibrated profile (`serve.simulate`, with the same max_num_seqs and token budget, that acceptance, over
+the calibrated profile (`serve.simulate`, with the same max_num_seqs and token budget, that acceptance, the sampler
+and exact rule the loop runs (`sampling=True`) and its two-token first draft step, over
 `sim_seeds` acceptance seeds whose percentiles are averaged), and the report compares TTFT and TPOT p50 / p90
 (goals: within 15 % at the p50s, 25 % at the p90s).
 
@@ -16,7 +17,7 @@ of its time is served again (`retries`, default once), the quietest attempt kept
 To tell a step-model error from a scheduling one, every measured step is also priced on its own by the simulator's
 `StepPricer` (its decodes, their mean context, k, its prefill chunks): `step_model` gives the median and p90 of
 measured / priced per kind of step, and the share of the loop's time spent outside the model forwards (scheduling,
-sampling, the exact rule: what the step model does not price).
+sampling and the exact rule; the last two are priced from the profile's `sample` and `accept_rule` fits).
 """
 
 from __future__ import annotations
@@ -190,7 +191,7 @@ def run_serve_validation(profile_path, device, settings: ServeValidationSettings
     longest = int((requests.prompt_tokens + requests.output_tokens).max())
     scenario = build_scenario(profile, target_spec, 1, longest, weight_dtype=s.dtype, kv_dtype=s.dtype,
                               activation_dtype=s.dtype, draft=draft_spec, acceptance=acceptance, k_values=[0],
-                              allow_long_context=True)
+                              allow_long_context=True, sampling=True, draft_first_step_tokens=2)
     policies = []
     goals_met = True
     for policy, run in runs.items():

@@ -38,7 +38,7 @@ from ..speculative import get_expected_tokens, price_speculation
 from ..step import get_workload_step
 
 #: ops of the lm_head section: priced at the tokens whose logits the step needs
-HEAD_OPS = frozenset({"final_norm", "lm_head", "logits_allgather"})
+HEAD_OPS = frozenset({"final_norm", "lm_head", "logits_allgather", "sample"})  # per logit row (sample: --sampling)
 #: grid points per doubling of the batch above DENSE_BATCH and of the context / chunk length
 POINTS_PER_DOUBLING = 8
 DENSE_BATCH = 32
