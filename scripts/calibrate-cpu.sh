@@ -24,8 +24,12 @@ timeout $((BUDGET + 300)) python3 -m rooflinesim.cli calibrate --budget "$BUDGET
     --out "calibrate/$NAME.yaml" 2>&1 | tee "$LOGS/calibrate.log"
 timeout 2400 python3 -m rooflinesim.cli validate --profile "calibrate/$NAME.yaml" --out-dir calibrate --no-progress \
     2>&1 | tee "$LOGS/validate.log"
-timeout 2400 python3 -m rooflinesim.cli validate --profile "calibrate/$NAME-quick.yaml" --out-dir calibrate \
+# both profiles describe the same device, so validate names both reports <device>-validation: the quick one is
+# written aside and renamed
+QUICK_DIR=$(mktemp -d)
+timeout 2400 python3 -m rooflinesim.cli validate --profile "calibrate/$NAME-quick.yaml" --out-dir "$QUICK_DIR" \
     --no-progress 2>&1 | tee "$LOGS/validate-quick.log"
+for ext in json png; do mv "$QUICK_DIR/$NAME-validation.$ext" "calibrate/$NAME-quick-validation.$ext"; done
 timeout 1200 python3 -m rooflinesim.cli acceptance validate --profile "calibrate/$NAME.yaml" \
     --out "calibrate/$NAME-acceptance-loop.json" 2>&1 | tee "$LOGS/acceptance-validate.log"
 timeout 1200 python3 -m rooflinesim.cli validate --serve --profile "calibrate/$NAME.yaml" --out-dir calibrate \

@@ -15,7 +15,10 @@ from rooflinesim.validation_report import (ValidationReport, ValidationReportErr
                                            parse_validation_report, validation_report_json)
 
 ROOT = Path(__file__).resolve().parent.parent
-COMMITTED_REPORTS = sorted((ROOT / "calibrate").glob("*-validation.json"))
+# step-time validation reports (`validate`); a serving-loop report (`validate --serve`) has its own schema and loader
+COMMITTED_REPORTS = sorted(p for p in (ROOT / "calibrate").glob("*-validation.json")
+                           if not p.name.endswith("-serve-validation.json"))
+SERVE_REPORTS = sorted((ROOT / "calibrate").glob("*-serve-validation.json"))
 FIXTURE = ROOT / "tests" / "data" / "validation-example.json"
 
 
@@ -113,3 +116,11 @@ def test_write_report_writes_only_valid_json_atomically(tmp_path):
     with pytest.raises(ValidationReportError, match="configs"):
         write_report(bad, tmp_path, "bad-validation")
     assert not (tmp_path / "bad-validation.json").exists()
+
+
+@pytest.mark.parametrize("path", SERVE_REPORTS, ids=lambda p: p.name)
+def test_committed_serve_reports_load(path):
+    from rooflinesim.plots import load_serve_validation_report
+
+    report = load_serve_validation_report(path)
+    assert report["policies"]
