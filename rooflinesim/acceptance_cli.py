@@ -118,13 +118,11 @@ def _cmd_validate(args) -> int:
         import json
         from pathlib import Path
 
-        from .fileio import open_atomic
-        from .plots import plot_acceptance_validation
+        from .plots import plot_acceptance_validation, save_chart
 
         write_text_atomic(args.out, json.dumps(report, indent=1))
         png = Path(args.out).with_suffix(".png")
-        with open_atomic(png, "wb") as f:
-            plot_acceptance_validation(report).savefig(f, format="png", dpi=130, bbox_inches="tight")
+        save_chart(plot_acceptance_validation(report), png)
         print(f"wrote {args.out} and {png}")
     return 0
 

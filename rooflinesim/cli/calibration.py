@@ -132,7 +132,7 @@ def _check_validation_fits(model: str, draft: str, dtypes) -> None:
 def cmd_validate(args) -> int:
     from pathlib import Path
 
-    from ..fileio import check_output_dir, open_atomic
+    from ..fileio import check_output_dir
     from ..profiles import load_profile
     from ..units import normalize_dtype
 
@@ -165,23 +165,19 @@ def cmd_validate(args) -> int:
     json_path = write_report(combine_reports(reports), out_dir, f"{profile.measured.profile_name}-validation")
     written = [json_path]
     if not args.no_plot:  # the chart is composed from the written report
-        from ..plots import plot_validation
+        from ..plots import plot_validation, save_chart
 
-        png = json_path.with_suffix(".png")
-        with open_atomic(png, "wb") as f:
-            plot_validation(json_path).savefig(f, format="png", dpi=130, bbox_inches="tight")
-        written.append(png)
+        save_chart(plot_validation(json_path), json_path.with_suffix(".png"))
+        written.append(json_path.with_suffix(".png"))
     print("wrote " + ", ".join(str(p) for p in written))
     return 0
-
-
 
 
 def cmd_validate_serve(args, profile_path, profile, out_dir) -> int:
     """`validate --serve`: the measured serving loop against the simulator; JSON + PNG report in --out-dir."""
     from dataclasses import replace
 
-    from ..fileio import open_atomic, write_text_atomic
+    from ..fileio import write_text_atomic
     from ..units import normalize_dtype
 
     from ..calibrate.serve_validate import ServeValidationSettings, print_serve_report, run_serve_validation
@@ -206,11 +202,9 @@ def cmd_validate_serve(args, profile_path, profile, out_dir) -> int:
                                   json.dumps(report, indent=1) + "\n")
     written = [json_path]
     if not args.no_plot:
-        from ..plots import plot_serve_validation
+        from ..plots import plot_serve_validation, save_chart
 
-        png = json_path.with_suffix(".png")
-        with open_atomic(png, "wb") as f:
-            plot_serve_validation(json_path).savefig(f, format="png", dpi=130, bbox_inches="tight")
-        written.append(png)
+        save_chart(plot_serve_validation(json_path), json_path.with_suffix(".png"))
+        written.append(json_path.with_suffix(".png"))
     print("wrote " + ", ".join(str(p) for p in written))
     return 0

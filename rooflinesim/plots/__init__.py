@@ -22,7 +22,7 @@ and an optional `ax` to draw into an existing axes (the function then returns th
 
 from .acceptance_validation import get_acceptance_validation_data, plot_acceptance_validation
 from .breakdown import get_breakdown_data, get_step_breakdown, plot_step_breakdown
-from .common import BREAKDOWN_COMPONENTS, COLORS, get_measured_ceilings, get_scenario
+from .common import BREAKDOWN_COMPONENTS, COLORS, get_measured_ceilings, get_scenario, save_chart
 from .roofline import get_roofline_data, plot_roofline
 from .speedup import get_speedup_map_data, get_speedup_vs_k_data, plot_speedup_map, plot_speedup_vs_k
 from .serve import get_serve_data, plot_serve
@@ -34,5 +34,5 @@ __all__ = [
     "get_serve_data", "plot_acceptance_validation", "get_acceptance_validation_data",
     "plot_serve_validation", "get_serve_validation_data", "load_serve_validation_report",
     "get_roofline_data", "get_speedup_map_data", "get_speedup_vs_k_data", "get_breakdown_data", "get_step_breakdown",
-    "get_measured_ceilings", "get_scenario", "load_validation_report", "BREAKDOWN_COMPONENTS", "COLORS",
+    "get_measured_ceilings", "get_scenario", "save_chart", "load_validation_report", "BREAKDOWN_COMPONENTS", "COLORS",
 ]

@@ -10,6 +10,7 @@ import numpy as np
 
 from ..scenario import Scenario, build_scenario
 from ..specs import HardwareSpec
+from ..fileio import open_atomic
 from ..units import format_rate
 
 #: Colours used consistently across charts (matplotlib's tab10 order).
@@ -36,6 +37,12 @@ def _new_figure(figsize=(8.0, 5.5), ax=None, ncols: int = 1, **subplot_kw):
     FigureCanvasAgg(fig)
     axes = fig.subplots(1, ncols, squeeze=False, **subplot_kw)[0]
     return fig, list(axes)
+
+
+def save_chart(fig, path) -> None:
+    """Write a figure as PNG atomically (temporary file, rename): a chart beside its report is whole or absent."""
+    with open_atomic(path, "wb") as f:
+        fig.savefig(f, format="png", dpi=130, bbox_inches="tight")
 
 
 def attach_warnings(fig, scenario: Scenario):
