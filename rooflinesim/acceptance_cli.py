@@ -53,7 +53,8 @@ def add_acceptance_parser(sub) -> None:
     q.add_argument("--batches", default="1,4,16", help="batch sizes (default 1,4,16)")
     q.add_argument("--k", type=int, default=4, help="drafts per step (default 4)")
     q.add_argument("--temperature", type=float, default=1.0, help="sampling temperature (default 1: the exact rule)")
-    q.add_argument("--iterations", type=int, default=20, help="timed iterations per loop (default 20)")
+    q.add_argument("--iterations", type=int, default=40,
+                   help="timed iterations per loop, in 4 rounds alternating plain and speculative (default 40)")
     q.add_argument("--seed", type=int, default=0)
     q.add_argument("--threads", type=int, default=None, help="CPU threads (default: the profile's)")
     q.set_defaults(handler=_cmd_validate)

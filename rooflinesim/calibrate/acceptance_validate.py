@@ -8,7 +8,8 @@ tokens) is compared, per batch, with the speedup `price_speculation` predicts fr
 calibrated profile of this device.
 
 Measured speedup = committed tokens per iteration (realised in the loop) x T_decode step / T_speculative iteration,
-times as medians over iterations. The loop's first draft step reads the last two committed tokens (q = 2), so a
+times as medians over iterations, taken in rounds that alternate the two loops (`ROUNDS`), each restarting from the
+prompts, so that the machine's speed drifting during a run weighs on both alike. The loop's first draft step reads the last two committed tokens (q = 2), so a
 sequence whose k drafts were all accepted catches up without an extra pass; the prediction prices that step at q = 2
 (`draft_first_step_tokens=2`) and the sampler and acceptance rule the loops run (`sampling=True`, from the profile's
 'sample' and 'accept_rule' fits of `calibrate.sampling`, the functions the loops call).
@@ -37,33 +38,55 @@ GOAL_SPEEDUP_ERROR = 0.15
 PROMPT_TOKENS = 64
 
 
+#: timed rounds each loop is split into, alternating plain and speculative decoding, so that the machine's speed
+#: drifting over a run (5-20 % over minutes on a shared VM) weighs on both sides of the speedup alike
+ROUNDS = 8
+
+
 @torch.no_grad()
 def batched_loops(target, draft, prompts: torch.Tensor, k: int, temperature: float, iterations: int,
-                  generator: torch.Generator, sync=lambda: None) -> dict:
-    """A plain decode loop and a speculative loop (exact rule per sequence) over the prompts [B, P]."""
+                  generator: torch.Generator, sync=lambda: None, rounds: int = ROUNDS) -> dict:
+    """A plain decode loop and a speculative loop (exact rule per sequence) over the prompts [B, P], `iterations`
+    timed steps of each in `rounds` alternating rounds (each round restarts from the prompts, first step untimed)."""
+    per_round = max(1, -(-iterations // rounds))
+    decode_times, iteration_times, committed, accepted = [], [], [], []
+    parts = {"drafts": [], "verify": [], "rule": []}  # where an iteration's time goes (same clock, same iterations)
+    for _ in range(rounds):
+        decode_times += _plain_round(target, prompts, temperature, per_round, generator, sync)
+        _speculative_round(target, draft, prompts, k, temperature, per_round, generator, sync, iteration_times,
+                           parts, committed, accepted)
+    return {"decode": Timing(tuple(decode_times)), "iteration": Timing(tuple(iteration_times)),
+            "parts": {name: Timing(tuple(times)) for name, times in parts.items()},
+            "tokens_per_iteration": float(np.mean(committed)), "accepted": accepted}
+
+
+def _plain_round(target, prompts, temperature, steps, generator, sync) -> list[float]:
+    """Plain decoding from the prompts: one target step per token, each token sampled from the target."""
     b, p = prompts.shape
-    rows = torch.arange(b)
-    # plain decoding: one target step per token, each token sampled from the target
     target(prompts[:, :-1], torch.zeros(b, dtype=torch.long), p - 1)
     last, length = prompts[:, -1:], torch.full((b,), p - 1)
-    decode_times = []
-    for i in range(iterations + 2):
+    times = []
+    for i in range(steps + 1):
         sync()
         began = time.perf_counter()
         last = sample_step(target(last, length, int(length.max()) + 1), temperature, generator)[0][:, None]
         sync()
-        if i >= 2:
-            decode_times.append(time.perf_counter() - began)
+        if i >= 1:
+            times.append(time.perf_counter() - began)
         length = length + 1
+    return times
 
-    # speculative decoding over the same prompts
+
+def _speculative_round(target, draft, prompts, k, temperature, iterations, generator, sync, iteration_times, parts,
+                       committed, accepted) -> None:
+    """Speculative decoding from the same prompts; appends each timed iteration's time, parts and tokens."""
+    b, p = prompts.shape
+    rows = torch.arange(b)
     target(prompts[:, :-1], torch.zeros(b, dtype=torch.long), p - 1)
     draft(prompts[:, :-2], torch.zeros(b, dtype=torch.long), p - 2)
     cur = torch.full((b,), p - 1)  # position of `last`, the newest committed token neither model has read
     prev, last = prompts[:, -2], prompts[:, -1]
-    iteration_times, committed, accepted = [], [], []
-    parts = {"drafts": [], "verify": [], "rule": []}  # where an iteration's time goes (same clock, same iterations)
-    for i in range(iterations + 2):
+    for i in range(iterations + 1):
         sync()
         began = time.perf_counter()
         feed, at, drafts, q_rows = torch.stack([prev, last], 1), cur - 1, [], []
@@ -82,7 +105,7 @@ def batched_loops(target, draft, prompts: torch.Tensor, k: int, temperature: flo
         prev = torch.where(n > 0, d[rows, (n - 1).clamp(min=0)], last)
         last, cur = next_token, cur + n + 1
         sync()
-        if i >= 2:
+        if i >= 1:
             ended = time.perf_counter()
             iteration_times.append(ended - began)
             parts["drafts"].append(drafted - began)
@@ -90,13 +113,10 @@ def batched_loops(target, draft, prompts: torch.Tensor, k: int, temperature: flo
             parts["rule"].append(ended - verified)
             committed.append(float((n + 1).double().mean()))
             accepted.extend(n.tolist())
-    return {"decode": Timing(tuple(decode_times)), "iteration": Timing(tuple(iteration_times)),
-            "parts": {name: Timing(tuple(times)) for name, times in parts.items()},
-            "tokens_per_iteration": float(np.mean(committed)), "accepted": accepted}
 
 
 def run_acceptance_validation(profile_path, work_dir, device: str = "cpu", batches=(1, 4, 16), k: int = 4,
-                              temperature: float = 1.0, iterations: int = 20, seed: int = 0) -> dict:
+                              temperature: float = 1.0, iterations: int = 40, seed: int = 0) -> dict:
     """Train the pair under `work_dir`, measure its acceptance, time the loops per batch, compare with predictions."""
     work = Path(work_dir)
     target_cfg = hf_config(hidden=256, layers=4, heads=4, kv_heads=2)
@@ -105,7 +125,7 @@ def run_acceptance_validation(profile_path, work_dir, device: str = "cpu", batch
     settings = MeasureSettings(k=k, temperature=temperature, new_tokens=64, seed=seed)
     measured: MeasuredAcceptance = measure_acceptance(target_dir, draft_dir, prompts_file, settings, device)
     hw = load_profile(str(profile_path))
-    max_tokens = PROMPT_TOKENS + (iterations + 3) * (k + 1) + 8
+    max_tokens = PROMPT_TOKENS + (-(-iterations // ROUNDS) + 3) * (k + 1) + 8
     rows = []
     for batch in batches:
         target, draft = load_pair(target_dir, draft_dir, settings, device, max_tokens)
