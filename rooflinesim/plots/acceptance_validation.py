@@ -2,16 +2,13 @@
 
 from __future__ import annotations
 
-import json
 import math
-import os
-from pathlib import Path
 
 import numpy as np
 
 from ..specs import InputError
 from ..units import MILLI
-from .common import COLORS
+from .common import COLORS, read_report
 
 #: the per-batch numbers the chart reads from each row of the report's `speculative` list
 ROW_KEYS = ("batch", "measured_speedup", "predicted_speedup", "measured_iteration_s", "predicted_iteration_s",
@@ -21,19 +18,15 @@ PARTS = ("drafts", "verify", "rule")
 
 def get_acceptance_validation_data(report) -> dict:
     """The chart's numbers (arrays over batch) from a report path or dict; InputError on a malformed report."""
-    if isinstance(report, (str, os.PathLike)):
-        try:
-            report = json.loads(Path(report).read_text(encoding="utf-8"))
-        except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
-            raise InputError(f"{report}: not a readable JSON report ({exc})") from None
-    rows = report.get("speculative") if isinstance(report, dict) else None
+    report, where = read_report(report, "acceptance validation report")
+    rows = report.get("speculative")
     if not isinstance(rows, list) or not rows:
-        raise InputError("an acceptance validation report needs a non-empty 'speculative' list")
+        raise InputError(f"{where}: needs a non-empty 'speculative' list")
     for i, row in enumerate(rows):
         for key in ROW_KEYS:
             value = row.get(key) if isinstance(row, dict) else None
             if not isinstance(value, (int, float)) or isinstance(value, bool) or not math.isfinite(value) or value <= 0:
-                raise InputError(f"speculative[{i}].{key}: expected a positive number, got {value!r}")
+                raise InputError(f"{where}: speculative[{i}].{key}: expected a positive number, got {value!r}")
     column = lambda key, default=np.nan: np.array([float(r.get(key, default)) for r in rows])
     data = {key: column(key) for key in ROW_KEYS}
     data["predicted_low"] = column("predicted_speedup_low")

@@ -6,10 +6,14 @@ Figures are built with the object-oriented API on an Agg canvas (no pyplot, no g
 
 from __future__ import annotations
 
+import json
+import os
+from pathlib import Path
+
 import numpy as np
 
 from ..scenario import Scenario, build_scenario
-from ..specs import HardwareSpec
+from ..specs import HardwareSpec, InputError
 from ..fileio import open_atomic
 from ..units import format_rate
 
@@ -37,6 +41,29 @@ def _new_figure(figsize=(8.0, 5.5), ax=None, ncols: int = 1, **subplot_kw):
     FigureCanvasAgg(fig)
     axes = fig.subplots(1, ncols, squeeze=False, **subplot_kw)[0]
     return fig, list(axes)
+
+
+def read_report(report, what: str) -> tuple[dict, str]:
+    """(the parsed report, where it came from) for a report path or an already-parsed dict; any unreadable file, bad
+    JSON or non-object top level is an InputError naming the file (a chart never meets a traceback)."""
+    if isinstance(report, dict):
+        return report, what
+    if not isinstance(report, (str, os.PathLike)):
+        raise InputError(f"a {what} is a JSON file path or a dict, got {report!r}")
+    where = str(report)
+    try:
+        data = json.loads(Path(report).read_text(encoding="utf-8"))
+    except UnicodeDecodeError as exc:
+        raise InputError(f"{where}: not a text file (not UTF-8 at byte {exc.start}): give a JSON report") from None
+    except OSError as exc:
+        raise InputError(f"{where}: cannot read: {exc.strerror}") from exc
+    except json.JSONDecodeError as exc:
+        raise InputError(f"{where}: not valid JSON: {exc.msg} (line {exc.lineno})") from exc
+    except RecursionError:
+        raise InputError(f"{where}: not valid JSON: nested too deeply") from None
+    if not isinstance(data, dict):
+        raise InputError(f"{where}: expected a JSON object at the top level")
+    return data, where
 
 
 def save_chart(fig, path) -> None:

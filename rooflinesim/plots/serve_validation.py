@@ -2,15 +2,12 @@
 
 from __future__ import annotations
 
-import json
-import os
-from pathlib import Path
 
 import numpy as np
 
 from ..specs import InputError
 from ..units import MILLI
-from .common import COLORS, _new_figure
+from .common import COLORS, _new_figure, read_report
 
 REQUEST_KEYS = ("measured_ttft_s", "simulated_ttft_s", "measured_tpot_s", "simulated_tpot_s")
 
@@ -24,19 +21,8 @@ def load_serve_validation_report(report) -> dict:
     step_model, batch_share {measured, simulated}, requests {measured_ttft_s, simulated_ttft_s, measured_tpot_s,
     simulated_tpot_s}}].
     """
-    if isinstance(report, dict):
-        data, where = report, "serve validation report"
-    elif isinstance(report, (str, os.PathLike)):
-        where = str(report)
-        try:
-            data = json.loads(Path(report).read_text(encoding="utf-8"))
-        except (OSError, UnicodeDecodeError) as exc:
-            raise InputError(f"{where}: cannot read: {exc}") from None
-        except json.JSONDecodeError as exc:
-            raise InputError(f"{where}: not valid JSON: {exc.msg} (line {exc.lineno})") from None
-    else:
-        raise InputError(f"a serve validation report is a JSON file path or a dict, got {report!r}")
-    policies = data.get("policies") if isinstance(data, dict) else None
+    data, where = read_report(report, "serve validation report")
+    policies = data.get("policies")
     if not isinstance(policies, list) or not policies:
         raise InputError(f"{where}: needs a non-empty 'policies' list")
     for i, row in enumerate(policies):

@@ -2,16 +2,13 @@
 
 from __future__ import annotations
 
-import json
 import math
-import os
-from pathlib import Path
 
 import numpy as np
 
 from ..specs import InputError
 from ..units import MILLI, format_count
-from .common import COLORS, VALIDATION_KINDS, _ticks_125
+from .common import COLORS, VALIDATION_KINDS, _ticks_125, read_report
 
 def _is_positive_number(value) -> bool:
     """A finite number above zero (JSON `true`, `"1"`, NaN and Infinity are not)."""
@@ -26,24 +23,7 @@ def load_validation_report(report) -> dict:
     roofline: {...}}, speculative: [{batch, context_tokens, k, alpha, measured_speedup, predicted_speedup,
     roofline_speedup}].
     """
-    if isinstance(report, dict):
-        data, where = report, "validation report"
-    elif not isinstance(report, (str, os.PathLike)):
-        raise InputError(f"a validation report is a JSON file path or a dict, got {report!r}")
-    else:
-        where = str(report)
-        try:
-            data = json.loads(Path(report).read_text(encoding="utf-8"))
-        except UnicodeDecodeError as exc:
-            raise InputError(f"{where}: not a text file (not UTF-8 at byte {exc.start}): give a JSON report") from None
-        except OSError as exc:
-            raise InputError(f"{where}: cannot read: {exc.strerror}") from exc
-        except json.JSONDecodeError as exc:
-            raise InputError(f"{where}: not valid JSON: {exc.msg} (line {exc.lineno})") from exc
-        except RecursionError:
-            raise InputError(f"{where}: not valid JSON: nested too deeply") from None
-    if not isinstance(data, dict):
-        raise InputError(f"{where}: expected a JSON object at the top level")
+    data, where = read_report(report, "validation report")
     configs = data.get("configs")
     if not isinstance(configs, list) or not configs:
         raise InputError(f"{where}: needs a non-empty 'configs' list")
