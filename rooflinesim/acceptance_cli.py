@@ -54,7 +54,10 @@ def add_acceptance_parser(sub) -> None:
     q.add_argument("--k", type=int, default=4, help="drafts per step (default 4)")
     q.add_argument("--temperature", type=float, default=1.0, help="sampling temperature (default 1: the exact rule)")
     q.add_argument("--iterations", type=int, default=40,
-                   help="timed iterations per loop, in 4 rounds alternating plain and speculative (default 40)")
+                   help="at least this many timed iterations per loop (default 40)")
+    q.add_argument("--duration", type=float, default=None,
+                   help="seconds the loops of all batches run, interleaved in short rounds alternating plain and "
+                        "speculative decoding (default 60)")
     q.add_argument("--seed", type=int, default=0)
     q.add_argument("--threads", type=int, default=None, help="CPU threads (default: the profile's)")
     q.set_defaults(handler=_cmd_validate)
@@ -95,17 +98,23 @@ def _cmd_validate(args) -> int:
         raise InputError("acceptance validate needs torch and safetensors: pip install 'rooflinesim[calibrate]'")
     if args.out:
         check_output_path(args.out, "report (--out)", (".json",))
+    if args.iterations < 1:
+        raise InputError(f"--iterations must be a positive integer, got {args.iterations}")
+    if args.duration is not None and not (0 <= args.duration <= 3600):
+        raise InputError(f"--duration must be between 0 and 3600 seconds, got {args.duration}")
     profile = load_profile(args.profile)
     if profile.measured.provenance.device_kind != "cpu":
         raise InputError(f"{args.profile} was measured on {profile.measured.provenance.device_name}; this check runs "
                          "on the CPU: give a CPU profile")
-    from .calibrate.acceptance_validate import run_acceptance_validation
+    from .calibrate.acceptance_validate import DURATION_S, run_acceptance_validation
+    from .calibrate.anchor import describe_anchor
     from .calibrate.timers import select_device
 
     device = select_device("cpu", args.threads or profile.measured.provenance.threads)
     with tempfile.TemporaryDirectory(prefix="rooflinesim-acceptance-") as work:
         report = run_acceptance_validation(args.profile, work, "cpu", parse_count_range(args.batches), args.k,
-                                           args.temperature, args.iterations, args.seed)
+                                           args.temperature, args.iterations, args.seed,
+                                           DURATION_S if args.duration is None else args.duration)
     report["device_name"] = device.name
     print(f"acceptance measured: {report['acceptance']['engine']}: E = {report['acceptance']['expected_tokens']:.3f} "
           f"at k = {report['acceptance']['k']}; device {device.name}")
@@ -115,6 +124,7 @@ def _cmd_validate(args) -> int:
               f"{row['realized_tokens_per_iteration']:.2f})")
     print(f"largest error {report['max_abs_speedup_error']:.3f}x (goal {report['goal_abs_speedup_error']}x): "
           + ("met" if report["meets_goal"] else "NOT met"))
+    print(describe_anchor(report["machine_speed"]))
     if args.out:
         import json
         from pathlib import Path

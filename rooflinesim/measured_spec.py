@@ -8,6 +8,7 @@ and a multi-token fit.
 
 from __future__ import annotations
 
+import math
 import re
 from typing import Annotated, Literal, Optional
 
@@ -20,6 +21,8 @@ from .units import normalize_dtype
 ELEMENTWISE_FAMILIES = ("norm", "rope", "mlp_act", "residual", "kv_cache_write", "embedding", "sample", "accept_rule")
 #: DtypeProfile.attention keys: one query token per sequence (decode) or several (verify), per head_dim.
 ATTENTION_FIT_KINDS = ("decode", "multi")
+#: The machine-speed anchors `calibrate` times and every measured validation re-times (rooflinesim.calibrate.anchor).
+ANCHOR_NAMES = ("gemm", "forward")
 _ATTENTION_KEY = re.compile(r"^(decode|multi)_d([1-9][0-9]*)$")
 
 
@@ -50,6 +53,21 @@ class Provenance(SpecModel):
     notes: str = ""
     budget_s: Optional[float] = Field(None, gt=0, description="the time budget the run was sized to (s)")
     planned_s: Optional[float] = Field(None, ge=0, description="the run's duration estimated before it started (s)")
+    anchor_s: Optional[dict[str, float]] = Field(
+        None, description="the machine-speed anchors (rooflinesim.calibrate.anchor) timed during the run (s); "
+                          "absent in profiles measured before they existed")
+
+    @field_validator("anchor_s")
+    @classmethod
+    def _check_anchor(cls, value):
+        if value is None:
+            return value
+        unknown = sorted(set(value) - set(ANCHOR_NAMES))
+        if unknown:
+            raise ValueError(f"unknown anchor(s) {', '.join(unknown)}; known: {', '.join(ANCHOR_NAMES)}")
+        if not all(math.isfinite(v) and v > 0 for v in value.values()):
+            raise ValueError("anchor times must be finite and positive (s)")
+        return value
 
 
 class LinearTable(SpecModel):

@@ -1,12 +1,15 @@
 #!/usr/bin/env bash
 # The CPU measurements behind the README's calibration, acceptance and serving figures, run back to back in one quiet
 # window: a --quick calibration (timed: the <= 30 s goal), the full calibration sized to $BUDGET seconds, the
+# speculative loop on real acceptance (`acceptance validate`), the measured serving loop (`validate --serve`), and the
 # validation of both profiles on the full grid (named hold-outs, the randomised family, the speculative loop, every
-# dtype), the speculative loop on real acceptance (`acceptance validate`) and the measured serving loop
-# (`validate --serve`). The profiles note the CPU pressure and the CLI warns when other processes contended.
+# dtype). The profiles note the CPU pressure and the CLI warns when other processes contended.
 #
-#   BUDGET=360 bash scripts/calibrate-cpu.sh   # ~20 s quick + ~5 min calibrate + 2 x ~4 min validate + ~1 min
-#                                              # acceptance + ~3 min serving loop (2-core CPU)
+#   BUDGET=360 bash scripts/calibrate-cpu.sh   # ~20 s quick + ~5 min calibrate + ~2 min acceptance + ~3 min
+#                                              # serving loop + 2 x ~4 min validate (2-core CPU)
+#
+# The loops run right after the calibration; each validation states how far the machine's speed was from the
+# profile's while it ran (rooflinesim.calibrate.anchor).
 #
 # Writes calibrate/<device-slug>{,-quick}.yaml, their -validation.{json,png}, <device-slug>-acceptance-loop.{json,png},
 # <device-slug>-serve-validation.{json,png} and the logs in calibrate/logs/.
@@ -22,6 +25,12 @@ echo "device $NAME, load: $(cut -d' ' -f1-3 /proc/loadavg), cpu pressure: $(head
     --out "calibrate/$NAME-quick.yaml" 2>&1 | tee "$LOGS/calibrate-quick.log"
 timeout $((BUDGET + 300)) python3 -m rooflinesim.cli calibrate --budget "$BUDGET" --no-progress \
     --out "calibrate/$NAME.yaml" 2>&1 | tee "$LOGS/calibrate.log"
+# the measured loops first, closest in time to the calibration (each also re-times the profile's machine-speed
+# anchors and reports how far the machine's speed was from the profile's while it ran)
+timeout 1200 python3 -m rooflinesim.cli acceptance validate --profile "calibrate/$NAME.yaml" \
+    --out "calibrate/$NAME-acceptance-loop.json" 2>&1 | tee "$LOGS/acceptance-validate.log"
+timeout 1200 python3 -m rooflinesim.cli validate --serve --profile "calibrate/$NAME.yaml" --out-dir calibrate \
+    --no-progress 2>&1 | tee "$LOGS/validate-serve.log"
 timeout 2400 python3 -m rooflinesim.cli validate --profile "calibrate/$NAME.yaml" --out-dir calibrate --no-progress \
     2>&1 | tee "$LOGS/validate.log"
 # both profiles describe the same device, so validate names both reports <device>-validation: the quick one is
@@ -30,8 +39,4 @@ QUICK_DIR=$(mktemp -d)
 timeout 2400 python3 -m rooflinesim.cli validate --profile "calibrate/$NAME-quick.yaml" --out-dir "$QUICK_DIR" \
     --no-progress 2>&1 | tee "$LOGS/validate-quick.log"
 for ext in json png; do mv "$QUICK_DIR/$NAME-validation.$ext" "calibrate/$NAME-quick-validation.$ext"; done
-timeout 1200 python3 -m rooflinesim.cli acceptance validate --profile "calibrate/$NAME.yaml" \
-    --out "calibrate/$NAME-acceptance-loop.json" 2>&1 | tee "$LOGS/acceptance-validate.log"
-timeout 1200 python3 -m rooflinesim.cli validate --serve --profile "calibrate/$NAME.yaml" --out-dir calibrate \
-    --no-progress 2>&1 | tee "$LOGS/validate-serve.log"
 echo "done; load: $(cut -d' ' -f1-3 /proc/loadavg), cpu pressure: $(head -1 /proc/pressure/cpu 2>/dev/null)"

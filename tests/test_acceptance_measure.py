@@ -188,3 +188,35 @@ def test_acceptance_validate_refuses_a_bad_profile(tmp_path):
     proc = subprocess.run([sys.executable, "-m", "rooflinesim.cli", "acceptance", "validate", "--profile",
                            str(tmp_path / "none.yaml")], capture_output=True, text=True)
     assert proc.returncode == 2 and "not found" in proc.stderr and "Traceback" not in proc.stderr
+
+
+def test_interleaved_loops_time_every_batch_in_turn(pair):
+    """Several batches share one pair (their own caches); each gets its timed steps and the anchor is timed at the
+    start and the end; a draft equal to its target commits k + 1 tokens per iteration in every batch."""
+    from rooflinesim.calibrate.acceptance_validate import ROUND_STEPS, interleaved_loops
+
+    class FakeAnchor:
+        calls = 0
+
+        def time_s(self):
+            FakeAnchor.calls += 1
+            return {"gemm": 1e-3, "forward": 1e-4}
+
+    target, _, _ = pair
+    settings = MeasureSettings(k=2, temperature=1.0)
+    t_model, d_model = load_pair(target, target, settings, "cpu", 128)
+    setups = [(t_model, d_model, (t_model.new_caches(b, 128), d_model.new_caches(b, 128)), corpus(b, 16, b),
+               torch.Generator().manual_seed(b)) for b in (1, 3)]
+    runs, anchors, ran_s = interleaved_loops(setups, 2, 1.0, 0.0, ROUND_STEPS + 1, FakeAnchor())
+    assert len(runs) == 2 and len(anchors) == FakeAnchor.calls == 2 and ran_s > 0
+    for run in runs:
+        assert run["rounds"] == 2 and len(run["iteration"].samples) == len(run["decode"].samples) == 2 * ROUND_STEPS
+        assert run["tokens_per_iteration"] == 3.0
+
+
+def test_acceptance_validate_refuses_bad_loop_options(tmp_path):
+    for option in (["--duration", "nan"], ["--duration", "-1"], ["--iterations", "0"]):
+        proc = subprocess.run([sys.executable, "-m", "rooflinesim.cli", "acceptance", "validate", "--profile",
+                               str(tmp_path / "none.yaml"), *option], capture_output=True, text=True)
+        assert proc.returncode == 2 and "Traceback" not in proc.stderr
+        assert "--duration" in proc.stderr or "--iterations" in proc.stderr

@@ -112,3 +112,36 @@ def test_a_wrong_rule_is_caught():
     first = sample(q.expand(50_000, 4).contiguous(), g)
     freq = torch.bincount(first, minlength=4).double() / 50_000
     assert not torch.all((freq - p).abs() < 5 * torch.sqrt(p * (1 - p) / 50_000))
+
+
+def test_sample_and_advance_keeps_the_books():
+    """After a forward of `fed` tokens from positions `start`: the next feed is the drawn token, at start + fed, and
+    the attention span is the furthest sequence's end."""
+    from rooflinesim.calibrate.sampling import sample_and_advance
+
+    g = torch.Generator().manual_seed(0)
+    logits = torch.full((2, 2, 5), -1e9)
+    logits[0, -1, 3] = logits[1, -1, 1] = 0.0  # one-hot last positions
+    token, probs, feed, start, span = sample_and_advance(logits, torch.tensor([10, 7]), 2, 1.0, g)
+    assert token.tolist() == [3, 1] and feed.tolist() == [[3], [1]] and start.tolist() == [12, 9] and span == 13
+    assert probs.shape == (2, 5) and float(probs[0, 3]) == pytest.approx(1.0)
+
+
+def test_commit_rolls_back_by_position():
+    """Sequence 0 accepts both drafts (p = q one-hot on them), sequence 1 none (p puts no mass on its draft): the
+    next draft feed re-reads the last accepted token (or the previous last) and the next token, from cur + n."""
+    from rooflinesim.calibrate.sampling import commit, verify_input
+
+    g = torch.Generator().manual_seed(0)
+    vocab, k = 6, 2
+    last, drafts, cur = torch.tensor([0, 0]), [torch.tensor([2, 4]), torch.tensor([3, 5])], torch.tensor([20, 30])
+    tokens, span = verify_input(last, drafts, cur)
+    assert tokens.tolist() == [[0, 2, 3], [0, 4, 5]] and span == 33
+    one_hot = lambda i: torch.nn.functional.one_hot(torch.tensor(i), vocab).double()
+    q_rows = [torch.stack([one_hot(2), one_hot(4)]), torch.stack([one_hot(3), one_hot(5)])]
+    p_rows = torch.stack([torch.stack([one_hot(2), one_hot(3), one_hot(1)]),  # bonus token 1
+                          torch.stack([one_hot(0), one_hot(0), one_hot(0)])])  # correction 0
+    n, next_token, feed, start, span, new_cur = commit(p_rows, q_rows, tokens, cur, g)
+    assert n.tolist() == [2, 0] and next_token.tolist() == [1, 0]
+    assert feed.tolist() == [[3, 1], [0, 0]]  # (last accepted draft | previous last, next token)
+    assert new_cur.tolist() == [23, 31] and start.tolist() == [22, 30] and span == 32

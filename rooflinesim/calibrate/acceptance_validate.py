@@ -12,12 +12,14 @@ times as medians over iterations, taken in rounds that alternate the two loops (
 prompts, so that the machine's speed drifting during a run weighs on both alike. The loop's first draft step reads the last two committed tokens (q = 2), so a
 sequence whose k drafts were all accepted catches up without an extra pass; the prediction prices that step at q = 2
 (`draft_first_step_tokens=2`) and the sampler and acceptance rule the loops run (`sampling=True`, from the profile's
-'sample' and 'accept_rule' fits of `calibrate.sampling`, the functions the loops call).
+'sample' and 'accept_rule' fits, which time the loop's own functions between forward passes: `sampling.
+sample_and_advance` after each decode or draft step, `sampling.verify_input` + `sampling.commit` around each verify).
 """
 
 from __future__ import annotations
 
 import datetime as _dt
+import math
 import time
 from pathlib import Path
 
@@ -31,8 +33,10 @@ from ..speculative import get_acceptance_rule_time_s, price_speculation
 from ..timing import Z90
 from .acceptance_measure import MeasureSettings, load_pair, measure_acceptance
 from .acceptance_models import corpus, hf_config, trained_pair
+from .anchor import Anchor, compare_anchor
 from .measurements import Timing
-from .sampling import exact_rule, probabilities, sample_step
+from .timers import select_device
+from .sampling import commit, probabilities, sample_and_advance, verify_input
 
 GOAL_SPEEDUP_ERROR = 0.15
 PROMPT_TOKENS = 64
@@ -41,6 +45,15 @@ PROMPT_TOKENS = 64
 #: timed rounds each loop is split into, alternating plain and speculative decoding, so that the machine's speed
 #: drifting over a run (5-20 % over minutes on a shared VM) weighs on both sides of the speedup alike
 ROUNDS = 8
+#: timed steps of each loop per round in `run_acceptance_validation`, which runs rounds for all batches in turn until
+#: `DURATION_S` have passed: on the 2-vCPU AMD EPYC VM the speed of a forward flips between two states every 5-30 s
+#: (a tiny target's batch-16 verify 6.2 vs 8.4 ms, its draft 0.39 vs 0.44 ms), so a measurement of a fraction of a
+#: second catches one state and another run the other; a minute of interleaved rounds takes the mixture, as the
+#: five-minute calibration does
+ROUND_STEPS = 20
+DURATION_S = 60.0
+#: seconds between two timings of the machine-speed anchors during the loops
+ANCHOR_EVERY_S = 10.0
 
 
 @torch.no_grad()
@@ -49,31 +62,72 @@ def batched_loops(target, draft, prompts: torch.Tensor, k: int, temperature: flo
     """A plain decode loop and a speculative loop (exact rule per sequence) over the prompts [B, P], `iterations`
     timed steps of each in `rounds` alternating rounds (each round restarts from the prompts, first step untimed)."""
     per_round = max(1, -(-iterations // rounds))
-    decode_times, iteration_times, committed, accepted = [], [], [], []
-    parts = {"drafts": [], "verify": [], "rule": []}  # where an iteration's time goes (same clock, same iterations)
+    acc = _Accumulator()
     for _ in range(rounds):
-        decode_times += _plain_round(target, prompts, temperature, per_round, generator, sync)
-        _speculative_round(target, draft, prompts, k, temperature, per_round, generator, sync, iteration_times,
-                           parts, committed, accepted)
-    return {"decode": Timing(tuple(decode_times)), "iteration": Timing(tuple(iteration_times)),
-            "parts": {name: Timing(tuple(times)) for name, times in parts.items()},
-            "tokens_per_iteration": float(np.mean(committed)), "accepted": accepted}
+        acc.run_round(target, draft, prompts, k, temperature, per_round, generator, sync)
+    return acc.summary()
+
+
+class _Accumulator:
+    """The timings and committed tokens of one batch's loops over the rounds."""
+
+    def __init__(self):
+        self.decode, self.iteration, self.committed, self.accepted = [], [], [], []
+        self.parts = {"drafts": [], "verify": [], "rule": []}  # where an iteration's time goes (same iterations)
+        self.rounds = 0
+
+    def run_round(self, target, draft, prompts, k, temperature, steps, generator, sync) -> None:
+        self.decode += _plain_round(target, prompts, temperature, steps, generator, sync)
+        _speculative_round(target, draft, prompts, k, temperature, steps, generator, sync, self.iteration,
+                           self.parts, self.committed, self.accepted)
+        self.rounds += 1
+
+    def summary(self) -> dict:
+        return {"decode": Timing(tuple(self.decode)), "iteration": Timing(tuple(self.iteration)),
+                "parts": {name: Timing(tuple(times)) for name, times in self.parts.items()},
+                "tokens_per_iteration": float(np.mean(self.committed)), "accepted": self.accepted,
+                "rounds": self.rounds}
+
+
+@torch.no_grad()
+def interleaved_loops(setups: list, k: int, temperature: float, duration_s: float, min_iterations: int,
+                      anchor=None, sync=lambda: None) -> tuple[list[dict], list[dict], float]:
+    """The loops of several batches, `setups` = [(target, draft, (target caches, draft caches), prompts, generator)]
+    (`Decoder.new_caches` for the batch: one pair can serve every batch), in rounds of ROUND_STEPS timed steps of each loop, the batches in turn, until `duration_s` have passed
+    and every loop has `min_iterations` timed steps. Returns (per-batch `batched_loops`-style summaries, the anchor
+    timings taken every ANCHOR_EVERY_S and at the end, the seconds the loops ran)."""
+    accs = [_Accumulator() for _ in setups]
+    anchors, began, last_anchor = [], time.perf_counter(), -math.inf
+    while True:
+        elapsed = time.perf_counter() - began
+        if elapsed >= duration_s and accs[0].rounds * ROUND_STEPS >= min_iterations:
+            break
+        if anchor is not None and time.perf_counter() - last_anchor >= ANCHOR_EVERY_S:
+            anchors.append(anchor.time_s())
+            last_anchor = time.perf_counter()
+        for (target, draft, (target_caches, draft_caches), prompts, generator), acc in zip(setups, accs):
+            target.set_caches(target_caches)
+            draft.set_caches(draft_caches)
+            acc.run_round(target, draft, prompts, k, temperature, ROUND_STEPS, generator, sync)
+    ran_s = time.perf_counter() - began
+    if anchor is not None:
+        anchors.append(anchor.time_s())
+    return [acc.summary() for acc in accs], anchors, ran_s
 
 
 def _plain_round(target, prompts, temperature, steps, generator, sync) -> list[float]:
     """Plain decoding from the prompts: one target step per token, each token sampled from the target."""
     b, p = prompts.shape
     target(prompts[:, :-1], torch.zeros(b, dtype=torch.long), p - 1)
-    last, length = prompts[:, -1:], torch.full((b,), p - 1)
+    feed, start, span = prompts[:, -1:], torch.full((b,), p - 1), p
     times = []
     for i in range(steps + 1):
         sync()
         began = time.perf_counter()
-        last = sample_step(target(last, length, int(length.max()) + 1), temperature, generator)[0][:, None]
+        _, _, feed, start, span = sample_and_advance(target(feed, start, span), start, 1, temperature, generator)
         sync()
         if i >= 1:
             times.append(time.perf_counter() - began)
-        length = length + 1
     return times
 
 
@@ -81,29 +135,26 @@ def _speculative_round(target, draft, prompts, k, temperature, iterations, gener
                        committed, accepted) -> None:
     """Speculative decoding from the same prompts; appends each timed iteration's time, parts and tokens."""
     b, p = prompts.shape
-    rows = torch.arange(b)
     target(prompts[:, :-1], torch.zeros(b, dtype=torch.long), p - 1)
     draft(prompts[:, :-2], torch.zeros(b, dtype=torch.long), p - 2)
-    cur = torch.full((b,), p - 1)  # position of `last`, the newest committed token neither model has read
-    prev, last = prompts[:, -2], prompts[:, -1]
+    cur, last = torch.full((b,), p - 1), prompts[:, -1]  # `last` at `cur`: the newest token neither model has read
+    feed, at, span = prompts[:, -2:], cur - 1, p  # the first draft step re-reads the token before it
     for i in range(iterations + 1):
         sync()
         began = time.perf_counter()
-        feed, at, drafts, q_rows = torch.stack([prev, last], 1), cur - 1, [], []
+        drafts, q_rows = [], []
         for _ in range(k):
-            token, q = sample_step(draft(feed, at, int(at.max()) + feed.shape[1])[:, -1:], temperature, generator)
+            token, q, feed, at, span = sample_and_advance(draft(feed, at, span), at, feed.shape[1], temperature,
+                                                          generator)
             drafts.append(token)
-            q_rows.append(q[:, 0])
-            at, feed = at + feed.shape[1], token[:, None]
-        d = torch.stack(drafts, 1)  # [B, k]
+            q_rows.append(q)
         sync()
         drafted = time.perf_counter()
-        p_rows = probabilities(target(torch.cat([last[:, None], d], 1), cur, int(cur.max()) + k + 1), temperature)
+        tokens, verify_span = verify_input(last, drafts, cur)
+        p_rows = probabilities(target(tokens, cur, verify_span), temperature)
         sync()
         verified = time.perf_counter()
-        n, next_token = exact_rule(p_rows, torch.stack(q_rows, 1), d, generator)
-        prev = torch.where(n > 0, d[rows, (n - 1).clamp(min=0)], last)
-        last, cur = next_token, cur + n + 1
+        n, last, feed, at, span, cur = commit(p_rows, q_rows, tokens, cur, generator)
         sync()
         if i >= 1:
             ended = time.perf_counter()
@@ -116,8 +167,11 @@ def _speculative_round(target, draft, prompts, k, temperature, iterations, gener
 
 
 def run_acceptance_validation(profile_path, work_dir, device: str = "cpu", batches=(1, 4, 16), k: int = 4,
-                              temperature: float = 1.0, iterations: int = 40, seed: int = 0) -> dict:
-    """Train the pair under `work_dir`, measure its acceptance, time the loops per batch, compare with predictions."""
+                              temperature: float = 1.0, iterations: int = 40, seed: int = 0,
+                              duration_s: float = DURATION_S, check_machine: bool = True) -> dict:
+    """Train the pair under `work_dir`, measure its acceptance, time the loops of every batch interleaved for
+    `duration_s` (at least `iterations` timed steps each), compare with predictions. `check_machine`: time the
+    machine-speed anchors during the loops and compare them with the profile's (`anchor`)."""
     work = Path(work_dir)
     target_cfg = hf_config(hidden=256, layers=4, heads=4, kv_heads=2)
     draft_cfg = hf_config(hidden=64, layers=1, heads=2, kv_heads=1)
@@ -125,15 +179,20 @@ def run_acceptance_validation(profile_path, work_dir, device: str = "cpu", batch
     settings = MeasureSettings(k=k, temperature=temperature, new_tokens=64, seed=seed)
     measured: MeasuredAcceptance = measure_acceptance(target_dir, draft_dir, prompts_file, settings, device)
     hw = load_profile(str(profile_path))
-    max_tokens = PROMPT_TOKENS + (-(-iterations // ROUNDS) + 3) * (k + 1) + 8
-    rows = []
+    max_tokens = PROMPT_TOKENS + (ROUND_STEPS + 3) * (k + 1) + 8
+    # one pair for all batches, each batch with its own KV caches (switched in per round): the weights stay as warm
+    # as in a loop of one batch
+    target, draft = load_pair(target_dir, draft_dir, settings, device, max_tokens)
+    setups = []
     for batch in batches:
-        target, draft = load_pair(target_dir, draft_dir, settings, device, max_tokens)
-        target.setup_caches(batch, max_tokens)
-        draft.setup_caches(batch, max_tokens)
+        caches = (target.new_caches(batch, max_tokens), draft.new_caches(batch, max_tokens))
         prompts = corpus(batch, PROMPT_TOKENS, seed + 100 + batch).to(device)
-        run = batched_loops(target, draft, prompts, k, temperature, iterations,
-                            torch.Generator().manual_seed(seed + batch))
+        setups.append((target, draft, caches, prompts, torch.Generator().manual_seed(seed + batch)))
+    anchor = Anchor(select_device(device, torch.get_num_threads())) if check_machine else None
+    runs, anchors, ran_s = interleaved_loops(setups, k, temperature, duration_s, iterations, anchor)
+    machine = compare_anchor(hw.measured.provenance.anchor_s, anchors) if check_machine else None
+    rows = []
+    for batch, run in zip(batches, runs):
         scenario = build_scenario(hw, str(target_dir / "config.json"), batch, PROMPT_TOKENS, weight_dtype="fp32",
                                   kv_dtype="fp32", activation_dtype="fp32", draft=str(draft_dir / "config.json"),
                                   acceptance=measured, k=k, allow_long_context=True, sampling=True,
@@ -152,6 +211,7 @@ def run_acceptance_validation(profile_path, work_dir, device: str = "cpu", batch
                      "abs_error": abs(predicted - measured_speedup),
                      "realized_tokens_per_iteration": run["tokens_per_iteration"],
                      "expected_tokens_from_measured_acceptance": measured.expected_tokens,
+                     "timed_iterations": len(run["iteration"].samples), "rounds": run["rounds"],
                      "measured_decode_s": t_dec, "measured_iteration_s": t_it,
                      "measured_drafts_s": run["parts"]["drafts"].estimate_s,
                      "measured_verify_s": run["parts"]["verify"].estimate_s,
@@ -167,14 +227,17 @@ def run_acceptance_validation(profile_path, work_dir, device: str = "cpu", batch
             "torch": torch.__version__, "threads": torch.get_num_threads(), "temperature": temperature,
             "acceptance": measured.to_dict(), "speculative": rows, "max_abs_speedup_error": worst,
             "goal_abs_speedup_error": GOAL_SPEEDUP_ERROR, "meets_goal": worst <= GOAL_SPEEDUP_ERROR,
+            "loops_s": ran_s, "machine_speed": machine,
             "notes": ("measured_speedup = realised committed tokens per iteration x median decode step / median "
                       "speculative iteration; predicted from the measured acceptance and the calibrated profile, "
                       "pricing what the loops run: the sampler after every step, the exact rule after each verify "
                       "and a first draft step of two tokens; predicted_speedup_low/high is the 90 % interval. An "
                       "iteration's parts (medians of their own, so they need not add up exactly): drafts = the k "
                       "draft steps with their sampling, verify = the target's forward of k + 1 tokens and its "
-                      "probabilities, rule = the acceptance rule and the commit. CPU timings on a shared machine "
-                      "are noisy (about 10 % between runs).")}
+                      "probabilities, rule = the acceptance rule and the commit. The loops of all batches run in "
+                      "turn, in rounds of a few steps, for loops_s seconds, so that each batch's medians take the "
+                      "machine's speed states in the same mixture (a shared VM's speed flips within seconds); "
+                      "machine_speed compares the anchors timed during the loops with the profile's.")}
 
 
-__all__ = ["batched_loops", "run_acceptance_validation", "GOAL_SPEEDUP_ERROR"]
+__all__ = ["batched_loops", "interleaved_loops", "run_acceptance_validation", "GOAL_SPEEDUP_ERROR"]

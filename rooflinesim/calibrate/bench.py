@@ -40,6 +40,7 @@ import torch
 from ..specs import Efficiency, HardwareSpec, MeasuredProfile, Provenance
 from ..units import normalize_dtype
 from .benchmarks import JOB_FAMILIES, BenchContext, Job
+from .anchor import ANCHOR_TOLERANCE, Anchor
 from .benchmarks.bandwidth import copy_bandwidth, gemv_bandwidth, reference_gemv
 from .fit_profile import fit_dtype
 from .measurements import DRIFT_FLAG, Results
@@ -113,6 +114,8 @@ def run_calibration(device: Device, dtypes, quick: bool, command: str, seed: int
     torch.manual_seed(seed)
     started = time.perf_counter()
     pressure = [get_cpu_pressure()]
+    anchor = Anchor(device)
+    anchors = [anchor.time_s()]
     if plan is not None:
         plans = {d: plan for d in dtypes}
         speeds, budget = None, None
@@ -179,6 +182,7 @@ def run_calibration(device: Device, dtypes, quick: bool, command: str, seed: int
             for i, (d, job, c, essential) in enumerate(order):
                 if p == passes - 1 and i == half:
                     reference.append(reference_gemv(reference_ctx).estimate_s)
+                    anchors.append(anchor.time_s())
                     bar.advance(task, ref_cost)
                 t0 = time.perf_counter()
                 if deadline is not None:
@@ -207,6 +211,7 @@ def run_calibration(device: Device, dtypes, quick: bool, command: str, seed: int
             + (f"; {skipped} configurations skipped to keep the budget" if skipped else ""))
 
     pressure.append(get_cpu_pressure())
+    anchors.append(anchor.time_s())
     fit_started = time.perf_counter()
     profiles = {d: fit_dtype(d, results[d], bandwidth[d]["copy"], bandwidth[d]["gemv"], plans[d]) for d in dtypes}
     if speeds is not None:
@@ -215,14 +220,14 @@ def run_calibration(device: Device, dtypes, quick: bool, command: str, seed: int
     ref = np.array(reference)
     drift = float((ref.max() - ref.min()) / np.median(ref))
     return build_profile_spec(device, profiles, plans, command, duration, drift, tuple(float(r) for r in ref),
-                              budget, skipped, pressure)
+                              budget, skipped, pressure, anchors)
 
 
 def build_profile_spec(device: Device, profiles: dict, plans: dict, command: str, duration: float, drift: float,
-                       reference: tuple, budget=None, skipped: int = 0, pressure=(None,)) -> HardwareSpec:
+                       reference: tuple, budget=None, skipped: int = 0, pressure=(None,), anchors=()) -> HardwareSpec:
     """The measured profile as a HardwareSpec: fitted effective peaks in the datasheet-like fields, the fitted
-    `profiles` (dtype -> DtypeProfile) and the run's provenance (duration s, drift and the reference GEMV times s)
-    in its `measured` block."""
+    `profiles` (dtype -> DtypeProfile) and the run's provenance (duration s, drift and the reference GEMV times s,
+    the machine-speed anchors timed at its start, middle and end, averaged) in its `measured` block."""
     dtypes = tuple(profiles)
     now = _dt.datetime.now(_dt.timezone.utc).replace(microsecond=0).isoformat()
     quick = any(p.quick for p in plans.values())
@@ -236,6 +241,13 @@ def build_profile_spec(device: Device, profiles: dict, plans: dict, command: str
                        + " / ".join("n/a" if x is None else f"{x:.0%}" for x in pressure)
                        + (f" - above {CONTENDED:.0%}: other tenants stalled calls, re-run in a quiet window. "
                           if max(x or 0.0 for x in pressure) > CONTENDED else ". "))
+    anchor_s = None
+    if anchors:
+        anchor_s = {name: float(np.mean([a[name] for a in anchors])) for name in anchors[0]}
+        moved = max(abs(a[name] / anchor_s[name] - 1.0) for a in anchors for name in anchor_s)
+        quick_note += (f"Machine-speed anchors (gemm / forward) at start, middle and end: "
+                       + "; ".join(f"{a['gemm'] * 1e3:.3f} / {a['forward'] * 1e3:.3f} ms" for a in anchors)
+                       + (f" - they moved {moved:.0%} during the run. " if moved > ANCHOR_TOLERANCE else ". "))
     quick_note += f"SDPA kernels enabled: {', '.join(device.backend.sdpa_kernels()) or 'none reported'}. "
     prov = Provenance(
         device_kind=device.kind, device_name=device.name, host_cpu=get_host_cpu_model(),
@@ -243,7 +255,7 @@ def build_profile_spec(device: Device, profiles: dict, plans: dict, command: str
         duration_s=round(duration, 2), quick=quick,
         budget_s=None if budget is None or budget.budget_s is None else float(budget.budget_s),
         planned_s=None if budget is None else round(budget.total_s, 2), drift=round(drift, 4), drift_flagged=drift > DRIFT_FLAG,
-        reference_s=reference,
+        reference_s=reference, anchor_s=anchor_s,
         notes=quick_note + f"calibrated weight shapes exclude the hold-out models {', '.join(HOLD_OUT_MODELS)}",
     )
     measured = MeasuredProfile(profile_name=device.slug, base_hardware=_base_hardware(device), provenance=prov,

@@ -72,7 +72,9 @@ class CacheKey:
 @dataclass(frozen=True)
 class SamplerKey:
     """What runs after a forward pass: `kind` 'sample' (probabilities of `positions` logit rows per sequence, one draw
-    per sequence) or 'accept_rule' (the exact rule over `positions` = k drafts), over a vocabulary of `vocab`."""
+    per sequence, the next step's books: `sampling.sample_and_advance`) or 'accept_rule' (the verify input, the exact
+    rule over `positions` = k drafts and the rollback: `sampling.verify_input` + `sampling.commit`), over a
+    vocabulary of `vocab`."""
 
     kind: str
     batch: int

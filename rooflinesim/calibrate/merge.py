@@ -103,6 +103,14 @@ def merge_dtype(dtype: str, profiles: list[DtypeProfile]) -> DtypeProfile:
         runs=sum(runs))
 
 
+def _merge_anchors(provs) -> dict[str, float] | None:
+    """The runs' machine-speed anchors averaged (each run's is already the mean of its start and end); None when a
+    run has none (a profile measured before anchors existed)."""
+    if any(not p.anchor_s for p in provs):
+        return None
+    return {name: float(np.mean([p.anchor_s[name] for p in provs])) for name in provs[0].anchor_s}
+
+
 def _device(spec: HardwareSpec) -> tuple:
     prov = spec.measured.provenance
     return prov.device_kind, prov.device_name, prov.threads
@@ -131,7 +139,7 @@ def merge_profiles(specs: list[HardwareSpec], names: list[str] | None = None) ->
         "command": "rooflinesim calibrate --merge " + " ".join(names),
         "duration_s": float(sum(p.duration_s for p in provs)), "quick": any(p.quick for p in provs),
         "drift": round(drift, 4), "drift_flagged": drift > DRIFT_FLAG, "reference_s": reference,
-        "budget_s": None, "planned_s": None,
+        "budget_s": None, "planned_s": None, "anchor_s": _merge_anchors(provs),
         "notes": f"merged from {len(specs)} runs ({runs}). " + provs[0].notes,
     })
     measured = first.measured.model_copy(update={"provenance": prov, "dtypes": merged})

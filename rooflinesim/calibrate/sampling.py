@@ -10,6 +10,13 @@ The exact rule (Leviathan et al. 2023, Chen et al. 2023), per sequence: draft i 
 min(1, p(x) / q(x)); at the first rejection the next token is drawn from norm(max(p - q, 0)); when all k drafts are
 accepted a bonus token is drawn from the target's last position. The committed tokens follow the target's
 distribution exactly.
+
+A decoding loop also keeps books between forward passes: the next step's input, positions and attention span (a
+host integer), the verify input, the rollback after the rule. On a CPU each of those small tensor ops costs a few
+microseconds of dispatch, together about as much as a tiny draft model's forward, so the loop runs them in two
+functions, `sample_and_advance` (after every decode or draft forward) and `verify_input` + `commit` (around each
+verify), and the calibration times exactly these: what the profile prices as the sampler and the acceptance rule is
+what the loop runs between its forward passes.
 """
 
 from __future__ import annotations
@@ -54,4 +61,33 @@ def exact_rule(p_rows: torch.Tensor, q_rows: torch.Tensor, drafts: torch.Tensor,
     return n, sample(residual, generator)
 
 
-__all__ = ["probabilities", "sample", "sample_step", "exact_rule"]
+def sample_and_advance(logits: torch.Tensor, start: torch.Tensor, fed: int, temperature: float,
+                       generator: torch.Generator):
+    """What a loop runs after a decode or draft forward that read `fed` tokens per sequence from positions `start`
+    [B]: the sampler over the last position's logits [B, q, V] and the next step's books. Returns (token [B], its
+    probabilities [B, V], the next feed [B, 1], its start positions [B], its attention span max(start) + 1)."""
+    token, probs = sample_step(logits[:, -1:], temperature, generator)
+    start = start + fed
+    return token, probs[:, 0], token[:, None], start, int(start.max()) + 1
+
+
+def verify_input(last: torch.Tensor, drafts: list[torch.Tensor], cur: torch.Tensor):
+    """The verify step's input: the newest committed token `last` [B] (at positions `cur`) and the k drafts, as
+    tokens [B, k + 1], with the attention span max(cur) + k + 1."""
+    return torch.stack([last, *drafts], 1), int(cur.max()) + len(drafts) + 1
+
+
+def commit(p_rows: torch.Tensor, q_rows: list[torch.Tensor], tokens: torch.Tensor, cur: torch.Tensor,
+           generator: torch.Generator):
+    """What a loop runs after its verify: the exact rule per sequence (target probabilities p_rows [B, k + 1, V],
+    the draft's q_rows, k x [B, V], the verified tokens [B, k + 1]) and the rollback by position. Returns (n accepted
+    [B], the next token [B] (not yet read by either model), the next draft feed [B, 2] (the last accepted token, or
+    the previous last when none was, then the next token), its start [B], span, and the next token's position
+    [B])."""
+    n, next_token = exact_rule(p_rows, torch.stack(q_rows, 1), tokens[:, 1:], generator)
+    prev = tokens.gather(1, n[:, None])[:, 0]  # tokens[:, n]: the last accepted draft, or `last` when n = 0
+    cur = cur + n + 1
+    return n, next_token, torch.stack([prev, next_token], 1), cur - 1, int(cur.max()) + 1, cur
+
+
+__all__ = ["probabilities", "sample", "sample_step", "exact_rule", "sample_and_advance", "verify_input", "commit"]

@@ -1,5 +1,7 @@
-"""The sampler and the exact acceptance rule (`calibrate.sampling`) vs batch, positions and vocabulary, timed on
-random logits; their bytes come from `rooflinesim.op_sections` at fit time."""
+"""The sampler and the exact acceptance rule vs batch, positions and vocabulary, timed on random logits as the
+measured loops run them (`calibrate.sampling`): 'sample' is `sample_and_advance`, the draw and the next step's books
+after a forward; 'accept_rule' is `verify_input` + `commit`, the verify input, the rule and the rollback. Their bytes
+come from `rooflinesim.op_sections` at fit time."""
 
 from __future__ import annotations
 
@@ -21,11 +23,16 @@ def _sampler_runner(ctx: BenchContext, key: SamplerKey):
         b, q, vocab = key.batch, key.positions, key.vocab
         if key.kind == "sample":  # the model's logits come in its dtype; the sampler upcasts
             logits = torch.randn(b, q, vocab, device=dev, dtype=ctx.torch_dtype)
-            fn = lambda: sampling.sample_step(logits, 1.0, g)
+            start = torch.arange(b, device=dev) + 64
+            fn = lambda: sampling.sample_and_advance(logits, start, q, 1.0, g)
         else:  # accept_rule: q = k drafted positions
             p_rows = torch.softmax(torch.randn(b, q + 1, vocab, device=dev, dtype=torch.float64), -1)
-            q_rows = torch.softmax(torch.randn(b, q, vocab, device=dev, dtype=torch.float64), -1)
-            drafts = torch.randint(0, vocab, (b, q), device=dev)
-            fn = lambda: sampling.exact_rule(p_rows, q_rows, drafts, g)
+            q_rows = list(torch.softmax(torch.randn(b, q, vocab, device=dev, dtype=torch.float64), -1).unbind(1))
+            drafts = list(torch.randint(0, vocab, (b, q), device=dev).unbind(1))
+            last, cur = torch.randint(0, vocab, (b,), device=dev), torch.arange(b, device=dev) + 64
+
+            def fn():
+                tokens, _ = sampling.verify_input(last, drafts, cur)
+                return sampling.commit(p_rows, q_rows, tokens, cur, g)
         return ctx.time(fn)
     return run

@@ -1,0 +1,93 @@
+"""Is the machine as fast now as when its profile was measured? Two short reference timings, taken by `calibrate`
+(stored in the profile's provenance as `anchor_s`) and again by every measured validation at its start, between
+its parts and at its end.
+
+A measured validation compares a run of now with a profile of then. On a shared or virtualised CPU the two can
+differ: on the 2-vCPU AMD EPYC VM of this project a tiny decoder's forward moved by 20-40 % within minutes, with
+nothing else running and CPU pressure at 0 %, sometimes for compute-bound multi-threaded calls only, sometimes for
+dispatch-bound ones. The profile's drift reference (a cache-resident GEMV) did not see it. A validation that misses
+its goal in such a state says nothing about the model; one that passes in it may be luck. So each report states how
+far the machine's speed was from the profile's while it ran, and flags a run where it moved by more than
+`ANCHOR_TOLERANCE`:
+
+* 'gemm': F.linear of x [256, 1024] by W [1024, 1024] in fp32 at the profile's thread count (0.5 GFLOP per call,
+  compute-bound, every thread busy);
+* 'forward': one decode step (batch 1, one token on 64 cached) of the `overhead-2l` calibration decoder in fp32:
+  dispatch-bound, a single thread's host speed, as the small models of the measured loops are.
+
+Each is the median of its calls, the pair timed three times interleaved and the median of those kept.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+
+from ..measured_spec import ANCHOR_NAMES
+from .model import build_decoder
+from .plan import get_decoder_spec
+from .timers import Device, Timer
+
+ANCHOR_TOLERANCE = 0.10
+_REPEATS = 3
+
+
+class Anchor:
+    """The two reference calls built once on a device, timed on demand (`time_s`)."""
+
+    def __init__(self, device: Device):
+        self.device = device
+        self.timer = Timer(device, flush_l2=False)
+        dev = device.torch_device
+        g = torch.Generator().manual_seed(0)
+        self._x = torch.randn(256, 1024, generator=g).to(dev)
+        self._w = torch.randn(1024, 1024, generator=g).to(dev)
+        self._model = build_decoder(get_decoder_spec("overhead-2l"), torch.float32, dev)
+        self._model.setup_caches(1, 80)
+        self._tokens = torch.zeros(1, 1, dtype=torch.long, device=dev)
+        self._start = torch.full((1,), 64, dtype=torch.long, device=dev)
+
+    @torch.no_grad()
+    def time_s(self) -> dict[str, float]:
+        calls = {"gemm": lambda: F.linear(self._x, self._w),
+                 "forward": lambda: self._model(self._tokens, self._start, 65)}
+        samples = {name: [] for name in ANCHOR_NAMES}
+        for _ in range(_REPEATS):
+            for name in ANCHOR_NAMES:
+                samples[name].append(self.timer.time(calls[name], min_calls=20, min_time_s=0.03,
+                                                     max_calls=100).estimate_s)
+        return {name: float(np.median(values)) for name, values in samples.items()}
+
+
+def compare_anchor(profile_s: dict[str, float] | None, measured: list[dict[str, float]],
+                   labels: list[str] | None = None) -> dict:
+    """The anchor timings of a validation (at its start, between parts, at its end) against the profile's: each
+    time / the profile's, the largest relative change and whether it stays within `ANCHOR_TOLERANCE`. A profile
+    without anchors (measured before they existed) gives ratios of None and `matches_profile` None."""
+    labels = labels or [f"t{i}" for i in range(len(measured))]
+    if not profile_s:
+        return {"profile_s": None, "measured_s": dict(zip(labels, measured)), "ratios": None,
+                "max_abs_change": None, "tolerance": ANCHOR_TOLERANCE, "matches_profile": None}
+    ratios = {label: {name: t[name] / profile_s[name] for name in ANCHOR_NAMES if name in t and name in profile_s}
+              for label, t in zip(labels, measured)}
+    worst = max((abs(r - 1.0) for per in ratios.values() for r in per.values()), default=0.0)
+    return {"profile_s": dict(profile_s), "measured_s": dict(zip(labels, measured)), "ratios": ratios,
+            "max_abs_change": worst, "tolerance": ANCHOR_TOLERANCE, "matches_profile": worst <= ANCHOR_TOLERANCE}
+
+
+def describe_anchor(check: dict) -> str:
+    """One line for the CLI: how the machine's speed compared with the profile's during the run."""
+    if check["ratios"] is None:
+        return "machine speed vs profile: not checked (the profile has no anchor timings; re-calibrate to get them)"
+    spans = ", ".join(
+        f"{name} {min(r[name] for r in check['ratios'].values()):.2f}-{max(r[name] for r in check['ratios'].values()):.2f}x"
+        for name in ANCHOR_NAMES if all(name in r for r in check["ratios"].values()))
+    verdict = ("within" if check["matches_profile"] else "OUTSIDE") + f" +-{check['tolerance']:.0%}"
+    note = "" if check["matches_profile"] else (
+        ": the machine ran at another speed than when the profile was measured, so this comparison does not test "
+        "the model; re-run, or re-calibrate and validate in one window")
+    return f"machine speed vs profile (time now / then): {spans}, {verdict}{note}"
+
+
+__all__ = ["Anchor", "ANCHOR_NAMES", "ANCHOR_TOLERANCE", "compare_anchor", "describe_anchor"]
