@@ -220,3 +220,15 @@ def test_acceptance_validate_refuses_bad_loop_options(tmp_path):
                                str(tmp_path / "none.yaml"), *option], capture_output=True, text=True)
         assert proc.returncode == 2 and "Traceback" not in proc.stderr
         assert "--duration" in proc.stderr or "--iterations" in proc.stderr
+
+
+def test_central_mean_by_hand():
+    """The central 80 % of 10 samples: the lowest and highest cut, the rest averaged; a stall does not move it."""
+    from rooflinesim.calibrate.acceptance_validate import central_mean_s
+    from rooflinesim.calibrate.measurements import Timing
+
+    assert central_mean_s(Timing((1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 7.0, 8.0, 9.0, 100.0))) == pytest.approx(5.5)
+    # a two-state mixture: the median jumps between states with the mixture, the central mean moves with it
+    fast, slow = (1.0,) * 11, (1.3,) * 9
+    assert central_mean_s(Timing(fast + slow)) == pytest.approx((1.0 * 9 + 1.3 * 7) / 16)
+    assert central_mean_s(Timing((2.0,))) == 2.0

@@ -25,12 +25,18 @@ def test_compare_anchor_by_hand():
     profile = {"gemm": 2.0e-3, "forward": 5.0e-4}
     same = compare_anchor(profile, [{"gemm": 2.1e-3, "forward": 4.8e-4}, {"gemm": 1.9e-3, "forward": 5.2e-4}])
     assert same["ratios"]["t0"]["gemm"] == pytest.approx(1.05) and same["ratios"]["t1"]["forward"] == pytest.approx(1.04)
-    assert same["max_abs_change"] == pytest.approx(0.05) and same["matches_profile"] is True
+    # medians over the run: gemm (1.05, 0.95) -> 1.00, forward (0.96, 1.04) -> 1.00
+    assert same["median_ratio"] == pytest.approx({"gemm": 1.0, "forward": 1.0})
+    assert same["max_abs_change"] == pytest.approx(0.0, abs=1e-12) and same["matches_profile"] is True
     assert "within" in describe_anchor(same)
-    slow = compare_anchor(profile, [{"gemm": 2.0e-3, "forward": 5.0e-4}, {"gemm": 2.6e-3, "forward": 5.0e-4}],
+    # one spike does not flag a run; a run slow for most of its timings does
+    spike = compare_anchor(profile, [{"gemm": 2.0e-3, "forward": 5.0e-4}, {"gemm": 3.2e-3, "forward": 5.0e-4},
+                                     {"gemm": 2.0e-3, "forward": 5.0e-4}])
+    assert spike["matches_profile"] is True and "range 1.00-1.60" in describe_anchor(spike)
+    slow = compare_anchor(profile, [{"gemm": 2.6e-3, "forward": 5.0e-4}, {"gemm": 2.6e-3, "forward": 5.0e-4}],
                           ["start", "end"])
     assert slow["max_abs_change"] == pytest.approx(0.30) and slow["matches_profile"] is False
-    assert "OUTSIDE" in describe_anchor(slow) and "gemm 1.00-1.30x" in describe_anchor(slow)
+    assert "OUTSIDE" in describe_anchor(slow) and "gemm 1.30x" in describe_anchor(slow)
     old = compare_anchor(None, [{"gemm": 2e-3, "forward": 5e-4}])
     assert old["matches_profile"] is None and "not checked" in describe_anchor(old)
 

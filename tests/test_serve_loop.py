@@ -140,6 +140,8 @@ def test_serve_validation_report_and_chart(tmp_path):
         assert [b["batch"] for b in row["step_model"]["decode_by_batch"]] == sorted(
             b["batch"] for b in row["step_model"]["decode_by_batch"])
     assert report["meets_goal"] == all(c["meets_goal"] for p in report["policies"] for c in p["comparison"].values())
+    # the machine-speed anchors, timed before each run and at the end (never during a run: arrivals are timed)
+    assert list(report["machine_speed"]["measured_s"]) == ["before off", "before fixed:2", "end"]
     assert report["acceptance"]["k"] == 2 and 1 <= report["acceptance"]["expected_tokens"] <= 3
     path = tmp_path / "r.json"
     path.write_text(text)

@@ -8,7 +8,7 @@ tokens) is compared, per batch, with the speedup `price_speculation` predicts fr
 calibrated profile of this device.
 
 Measured speedup = committed tokens per iteration (realised in the loop) x T_decode step / T_speculative iteration,
-times as medians over iterations, taken in rounds that alternate the two loops (`ROUNDS`), each restarting from the
+times as central means over iterations (`central_mean_s`), taken in rounds that alternate the two loops (`ROUNDS`), each restarting from the
 prompts, so that the machine's speed drifting during a run weighs on both alike. The loop's first draft step reads the last two committed tokens (q = 2), so a
 sequence whose k drafts were all accepted catches up without an extra pass; the prediction prices that step at q = 2
 (`draft_first_step_tokens=2`) and the sampler and acceptance rule the loops run (`sampling=True`, from the profile's
@@ -54,6 +54,20 @@ ROUND_STEPS = 20
 DURATION_S = 60.0
 #: seconds between two timings of the machine-speed anchors during the loops
 ANCHOR_EVERY_S = 10.0
+
+
+#: share of the timings cut from each end before averaging (`central_mean_s`)
+TRIM = 0.1
+
+
+def central_mean_s(timing: Timing, trim: float = TRIM) -> float:
+    """Mean of the central 1 - 2 x trim of the samples (s). The loops' times are a mixture of the machine's speed
+    states (see ROUND_STEPS): their median snaps to whichever state held more than half the run, so two runs a
+    minute apart could differ by the gap between the states; the central mean moves with the mixture and, unlike the
+    plain mean, ignores the rare stalls of whole scheduler slices."""
+    xs = np.sort(np.asarray(timing.samples, dtype=float))
+    cut = int(trim * xs.size)
+    return float(xs[cut:xs.size - cut].mean()) if xs.size - 2 * cut > 0 else float(np.median(xs))
 
 
 @torch.no_grad()
@@ -199,7 +213,7 @@ def run_acceptance_validation(profile_path, work_dir, device: str = "cpu", batch
                                   draft_first_step_tokens=2)
         grid = price_speculation(scenario, batch, PROMPT_TOKENS, k)
         rule = get_acceptance_rule_time_s(scenario, scenario.timing, batch, k)
-        t_dec, t_it = run["decode"].estimate_s, run["iteration"].estimate_s
+        t_dec, t_it = central_mean_s(run["decode"]), central_mean_s(run["iteration"])
         measured_speedup = run["tokens_per_iteration"] * t_dec / t_it
         first = lambda name: float(np.asarray(getattr(grid, name)).reshape(-1)[0])
         predicted = first("speedup")
@@ -213,9 +227,9 @@ def run_acceptance_validation(profile_path, work_dir, device: str = "cpu", batch
                      "expected_tokens_from_measured_acceptance": measured.expected_tokens,
                      "timed_iterations": len(run["iteration"].samples), "rounds": run["rounds"],
                      "measured_decode_s": t_dec, "measured_iteration_s": t_it,
-                     "measured_drafts_s": run["parts"]["drafts"].estimate_s,
-                     "measured_verify_s": run["parts"]["verify"].estimate_s,
-                     "measured_rule_s": run["parts"]["rule"].estimate_s,
+                     "measured_drafts_s": central_mean_s(run["parts"]["drafts"]),
+                     "measured_verify_s": central_mean_s(run["parts"]["verify"]),
+                     "measured_rule_s": central_mean_s(run["parts"]["rule"]),
                      "predicted_decode_s": first("target_decode_time_s"),
                      "predicted_iteration_s": first("step_time_s"),
                      "predicted_drafts_s": first("draft_step_time_s") * k,
@@ -228,16 +242,16 @@ def run_acceptance_validation(profile_path, work_dir, device: str = "cpu", batch
             "acceptance": measured.to_dict(), "speculative": rows, "max_abs_speedup_error": worst,
             "goal_abs_speedup_error": GOAL_SPEEDUP_ERROR, "meets_goal": worst <= GOAL_SPEEDUP_ERROR,
             "loops_s": ran_s, "machine_speed": machine,
-            "notes": ("measured_speedup = realised committed tokens per iteration x median decode step / median "
-                      "speculative iteration; predicted from the measured acceptance and the calibrated profile, "
+            "notes": ("measured_speedup = realised committed tokens per iteration x decode step / speculative "
+                      "iteration, times as central means (the central 80 % of the timed steps); predicted from the measured acceptance and the calibrated profile, "
                       "pricing what the loops run: the sampler after every step, the exact rule after each verify "
                       "and a first draft step of two tokens; predicted_speedup_low/high is the 90 % interval. An "
-                      "iteration's parts (medians of their own, so they need not add up exactly): drafts = the k "
+                      "iteration's parts (central means of their own, so they need not add up exactly): drafts = the k "
                       "draft steps with their sampling, verify = the target's forward of k + 1 tokens and its "
                       "probabilities, rule = the acceptance rule and the commit. The loops of all batches run in "
-                      "turn, in rounds of a few steps, for loops_s seconds, so that each batch's medians take the "
+                      "turn, in rounds of a few steps, for loops_s seconds, so that each batch's times take the "
                       "machine's speed states in the same mixture (a shared VM's speed flips within seconds); "
                       "machine_speed compares the anchors timed during the loops with the profile's.")}
 
 
-__all__ = ["batched_loops", "interleaved_loops", "run_acceptance_validation", "GOAL_SPEEDUP_ERROR"]
+__all__ = ["central_mean_s", "batched_loops", "interleaved_loops", "run_acceptance_validation", "GOAL_SPEEDUP_ERROR"]

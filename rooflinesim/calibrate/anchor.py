@@ -7,8 +7,8 @@ differ: on the 2-vCPU AMD EPYC VM of this project a tiny decoder's forward moved
 nothing else running and CPU pressure at 0 %, sometimes for compute-bound multi-threaded calls only, sometimes for
 dispatch-bound ones. The profile's drift reference (a cache-resident GEMV) did not see it. A validation that misses
 its goal in such a state says nothing about the model; one that passes in it may be luck. So each report states how
-far the machine's speed was from the profile's while it ran, and flags a run where it moved by more than
-`ANCHOR_TOLERANCE`:
+far the machine's speed was from the profile's while it ran, and flags a run whose median anchor time moved by
+more than `ANCHOR_TOLERANCE`:
 
 * 'gemm': F.linear of x [256, 1024] by W [1024, 1024] in fp32 at the profile's thread count (0.5 GFLOP per call,
   compute-bound, every thread busy);
@@ -63,17 +63,21 @@ class Anchor:
 def compare_anchor(profile_s: dict[str, float] | None, measured: list[dict[str, float]],
                    labels: list[str] | None = None) -> dict:
     """The anchor timings of a validation (at its start, between parts, at its end) against the profile's: each
-    time / the profile's, the largest relative change and whether it stays within `ANCHOR_TOLERANCE`. A profile
+    time / the profile's, their median per anchor (the machine's typical speed during the run: single timings catch
+    one of its speed states), the largest |median - 1| and whether it stays within `ANCHOR_TOLERANCE`. A profile
     without anchors (measured before they existed) gives ratios of None and `matches_profile` None."""
     labels = labels or [f"t{i}" for i in range(len(measured))]
     if not profile_s:
-        return {"profile_s": None, "measured_s": dict(zip(labels, measured)), "ratios": None,
+        return {"profile_s": None, "measured_s": dict(zip(labels, measured)), "ratios": None, "median_ratio": None,
                 "max_abs_change": None, "tolerance": ANCHOR_TOLERANCE, "matches_profile": None}
     ratios = {label: {name: t[name] / profile_s[name] for name in ANCHOR_NAMES if name in t and name in profile_s}
               for label, t in zip(labels, measured)}
-    worst = max((abs(r - 1.0) for per in ratios.values() for r in per.values()), default=0.0)
+    names = [name for name in ANCHOR_NAMES if any(name in r for r in ratios.values())]
+    median = {name: float(np.median([r[name] for r in ratios.values() if name in r])) for name in names}
+    worst = max((abs(r - 1.0) for r in median.values()), default=0.0)
     return {"profile_s": dict(profile_s), "measured_s": dict(zip(labels, measured)), "ratios": ratios,
-            "max_abs_change": worst, "tolerance": ANCHOR_TOLERANCE, "matches_profile": worst <= ANCHOR_TOLERANCE}
+            "median_ratio": median, "max_abs_change": worst, "tolerance": ANCHOR_TOLERANCE,
+            "matches_profile": worst <= ANCHOR_TOLERANCE}
 
 
 def describe_anchor(check: dict) -> str:
@@ -81,13 +85,14 @@ def describe_anchor(check: dict) -> str:
     if check["ratios"] is None:
         return "machine speed vs profile: not checked (the profile has no anchor timings; re-calibrate to get them)"
     spans = ", ".join(
-        f"{name} {min(r[name] for r in check['ratios'].values()):.2f}-{max(r[name] for r in check['ratios'].values()):.2f}x"
-        for name in ANCHOR_NAMES if all(name in r for r in check["ratios"].values()))
+        f"{name} {median:.2f}x (range {min(r[name] for r in check['ratios'].values() if name in r):.2f}-"
+        f"{max(r[name] for r in check['ratios'].values() if name in r):.2f})"
+        for name, median in check["median_ratio"].items())
     verdict = ("within" if check["matches_profile"] else "OUTSIDE") + f" +-{check['tolerance']:.0%}"
     note = "" if check["matches_profile"] else (
         ": the machine ran at another speed than when the profile was measured, so this comparison does not test "
-        "the model; re-run, or re-calibrate and validate in one window")
-    return f"machine speed vs profile (time now / then): {spans}, {verdict}{note}"
+        "the model alone; re-run, or re-calibrate and validate in one window")
+    return f"machine speed vs profile (time now / then, median over the run): {spans}, {verdict}{note}"
 
 
 __all__ = ["Anchor", "ANCHOR_NAMES", "ANCHOR_TOLERANCE", "compare_anchor", "describe_anchor"]

@@ -38,7 +38,7 @@ import numpy as np
 import torch
 
 from ..specs import Efficiency, HardwareSpec, MeasuredProfile, Provenance
-from ..units import normalize_dtype
+from ..units import MILLI, normalize_dtype
 from .benchmarks import JOB_FAMILIES, BenchContext, Job
 from .anchor import ANCHOR_TOLERANCE, Anchor
 from .benchmarks.bandwidth import copy_bandwidth, gemv_bandwidth, reference_gemv
@@ -246,7 +246,7 @@ def build_profile_spec(device: Device, profiles: dict, plans: dict, command: str
         anchor_s = {name: float(np.mean([a[name] for a in anchors])) for name in anchors[0]}
         moved = max(abs(a[name] / anchor_s[name] - 1.0) for a in anchors for name in anchor_s)
         quick_note += (f"Machine-speed anchors (gemm / forward) at start, middle and end: "
-                       + "; ".join(f"{a['gemm'] * 1e3:.3f} / {a['forward'] * 1e3:.3f} ms" for a in anchors)
+                       + "; ".join(f"{a['gemm'] / MILLI:.3f} / {a['forward'] / MILLI:.3f} ms" for a in anchors)
                        + (f" - they moved {moved:.0%} during the run. " if moved > ANCHOR_TOLERANCE else ". "))
     quick_note += f"SDPA kernels enabled: {', '.join(device.backend.sdpa_kernels()) or 'none reported'}. "
     prov = Provenance(

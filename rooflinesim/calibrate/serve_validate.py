@@ -37,6 +37,7 @@ from ..scenario import build_scenario
 from ..serve import LengthDistribution, ServeConfig, StepPricer, generate_requests, simulate
 from ..specs import InputError, ModelSpec
 from ..units import MICRO, MILLI
+from .anchor import Anchor, compare_anchor, describe_anchor
 from .model import build_decoder
 from .serve_loop import LoopConfig, LoopResult, run_serving_loop
 from .timers import get_torch_dtype
@@ -142,7 +143,7 @@ def _compare(measured: dict, simulated: list[dict]) -> dict:
 
 def run_serve_validation(profile_path, device, settings: ServeValidationSettings = ServeValidationSettings(),
                          target: str | ModelSpec = "tiny-llama-123m", draft: str | ModelSpec = "tiny-draft-2l",
-                         log=print) -> dict:
+                         log=print, check_machine: bool = True) -> dict:
     """Serve the requests without and with speculation, simulate them, compare (see the module docstring)."""
     s = settings.check()
     profile = load_profile(str(profile_path))
@@ -159,6 +160,8 @@ def run_serve_validation(profile_path, device, settings: ServeValidationSettings
     dtype = get_torch_dtype(s.dtype)
     target_model = build_decoder(target_spec, dtype, device.torch_device, s.seed)
     draft_model = build_decoder(draft_spec, dtype, device.torch_device, s.seed + 1)
+    anchor = Anchor(device) if check_machine else None
+    anchors, anchor_labels = [], []
     load_before = os.getloadavg()
     runs: dict[str, LoopResult] = {}
     stall: dict[str, float | None] = {}
@@ -169,6 +172,10 @@ def run_serve_validation(profile_path, device, settings: ServeValidationSettings
         policy = config.policy
         attempts[policy] = []
         while True:  # a run other processes contended is served again (up to `retries` times), the quietest kept
+            if anchor is not None:  # the machine's speed just before the run (never during: arrivals are timed)
+                anchors.append(anchor.time_s())
+                anchor_labels.append(f"before {policy}" + (f" (attempt {len(attempts[policy]) + 1})"
+                                                           if attempts[policy] else ""))
             log(f"serving {s.requests} requests at {s.rate_per_s:g}/s, policy {policy} ...")
             stall_before = get_cpu_stall_s()
             run = run_serving_loop(target_model, draft_model, requests, config, s.seed)
@@ -181,6 +188,11 @@ def run_serve_validation(profile_path, device, settings: ServeValidationSettings
             if (stall[policy] or 0.0) <= CONTENDED_SHARE or len(attempts[policy]) > s.retries:
                 break
     measured_s = time.perf_counter() - began
+    if anchor is not None:
+        anchors.append(anchor.time_s())
+        anchor_labels.append("end")
+    machine = (compare_anchor(profile.measured.provenance.anchor_s, anchors, anchor_labels)
+               if anchor is not None else None)
     load_after = os.getloadavg()
 
     spec_run = runs[f"fixed:{s.k}"]
@@ -226,13 +238,14 @@ def run_serve_validation(profile_path, device, settings: ServeValidationSettings
         "offered_rate_per_s": s.rate_per_s, "load_average_before": list(load_before),
         "load_average_after": list(load_after), "measured_wall_s": measured_s,
         "acceptance": acceptance.to_dict(), "policies": policies,
-        "goals": {"p50": GOAL_P50, "p90": GOAL_P90}, "meets_goal": bool(goals_met),
+        "goals": {"p50": GOAL_P50, "p90": GOAL_P90}, "meets_goal": bool(goals_met), "machine_speed": machine,
         "notes": ("error = simulated / measured - 1, per metric and percentile over the requests (TPOT per request "
                   "with more than one output token); simulated values are the mean over the acceptance seeds. The "
                   "acceptance is measured in the speculative run. CPU timings move ~10 % between runs on a quiet "
                   "machine and far more when other processes share the cores: cpu_contended_share is the share "
                   "of each run during which some task waited for a CPU (Linux PSI), which the loop's own threads "
-                  "do not cause on their own; the load averages count the loop's own threads."),
+                  "do not cause on their own; the load averages count the loop's own threads. machine_speed: the "
+                  "profile's machine-speed anchors re-timed before each run and at the end (time now / then)."),
     }
 
 
@@ -257,6 +270,8 @@ def print_serve_report(report: dict, log=print) -> None:
         log(f"            decode-only steps by batch, measured / priced ms: {batches}")
     log(f"goals (p50 within {report['goals']['p50']:.0%}, p90 within {report['goals']['p90']:.0%}): "
         + ("met" if report["meets_goal"] else "NOT met"))
+    if report.get("machine_speed"):
+        log(describe_anchor(report["machine_speed"]))
     busy = [r["policy"] for r in report["policies"] if (r.get("cpu_contended_share") or 0) > CONTENDED_SHARE]
     if busy:
         log(f"warning: other processes contended the CPU during {', '.join(busy)} (more than "
