@@ -49,3 +49,15 @@ def test_unreadable_file_is_an_input_error(tmp_path):
     path.write_text("{not json")
     with pytest.raises(InputError):
         get_acceptance_validation_data(path)
+
+
+def test_chart_title_states_the_machine_speed_check():
+    report = {**_report(), "machine_speed": {"median_ratio": {"gemm": 1.16, "forward": 1.02}, "tolerance": 0.1,
+                                             "matches_profile": False}}
+    fig = plot_acceptance_validation(report)
+    title = fig._suptitle.get_text()
+    assert "gemm 1.16x, forward 1.02x, OUTSIDE +-10%" in title
+    # no check (an older report), or one against a profile without anchors: nothing added
+    assert "machine speed" not in plot_acceptance_validation(_report())._suptitle.get_text()
+    unchecked = {**_report(), "machine_speed": {"median_ratio": None, "matches_profile": None}}
+    assert "machine speed" not in plot_acceptance_validation(unchecked)._suptitle.get_text()

@@ -8,7 +8,7 @@ import numpy as np
 
 from ..specs import InputError
 from ..units import MILLI
-from .common import COLORS, read_report
+from .common import COLORS, describe_machine_speed, read_report
 
 #: the per-batch numbers the chart reads from each row of the report's `speculative` list
 ROW_KEYS = ("batch", "measured_speedup", "predicted_speedup", "measured_iteration_s", "predicted_iteration_s",
@@ -38,6 +38,7 @@ def get_acceptance_validation_data(report) -> dict:
     data["device"] = str(report.get("device_name", report.get("device", "?")))
     acceptance = report.get("acceptance") or {}
     data["expected_tokens"] = acceptance.get("expected_tokens")
+    data["machine_speed"] = describe_machine_speed(report)
     data["k"] = rows[0].get("k")
     return data
 
@@ -86,7 +87,8 @@ def plot_acceptance_validation(report):
     right.set_ylabel("time per speculative iteration (ms)")
     right.set_title("Where an iteration's time goes", fontsize=10)
     right.legend(fontsize=7, ncols=2)
-    fig.suptitle(f"Speculative decoding on real acceptance: measured vs predicted on {d['device']}", fontsize=11)
+    fig.suptitle(f"Speculative decoding on real acceptance: measured vs predicted on {d['device']}"
+                 + (f"\n{d['machine_speed']}" if d["machine_speed"] else ""), fontsize=11)
     return fig
 
 

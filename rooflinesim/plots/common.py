@@ -6,6 +6,8 @@ Figures are built with the object-oriented API on an Agg canvas (no pyplot, no g
 
 from __future__ import annotations
 
+import math
+
 import json
 import os
 from pathlib import Path
@@ -171,3 +173,20 @@ def _tp_label(scenario: Scenario) -> str:
     return f" x{tp} (tensor parallel)" if tp > 1 else ""
 
 
+
+
+def describe_machine_speed(report: dict) -> str:
+    """The report's machine-speed check (`calibrate.anchor`) in a few words for a chart's title, or "" when the report
+    has none (or none a profile could be compared with): the median time now / then of each anchor."""
+    check = report.get("machine_speed") if isinstance(report, dict) else None
+    medians = check.get("median_ratio") if isinstance(check, dict) else None
+    if not isinstance(medians, dict) or not medians:
+        return ""
+    parts = [f"{name} {value:.2f}x" for name, value in medians.items()
+             if isinstance(name, str) and isinstance(value, (int, float)) and math.isfinite(value)]
+    if not parts:
+        return ""
+    tolerance = check.get("tolerance")
+    tolerance = tolerance if isinstance(tolerance, (int, float)) and math.isfinite(tolerance) else 0.1
+    flag = "within" if check.get("matches_profile") else "OUTSIDE"
+    return f"machine speed vs profile (time now / then, median): {', '.join(parts)}, {flag} +-{tolerance:.0%}"

@@ -7,7 +7,7 @@ import numpy as np
 
 from ..specs import InputError
 from ..units import MILLI
-from .common import COLORS, _new_figure, read_report
+from .common import COLORS, _new_figure, read_report, describe_machine_speed
 
 REQUEST_KEYS = ("measured_ttft_s", "simulated_ttft_s", "measured_tpot_s", "simulated_tpot_s")
 
@@ -59,7 +59,8 @@ def get_serve_validation_data(report) -> dict:
     return {"policies": out, "title": (
         f"Serving loop vs simulator: {data.get('model', '?')} + {data.get('draft', '?')} on {data.get('device', '?')} "
         f"({data.get('dtype', '?')}), {data.get('requests', '?')} requests at {data.get('offered_rate_per_s', '?')}/s"),
-        "meets_goal": data.get("meets_goal"), "goals": data.get("goals", {})}
+        "meets_goal": data.get("meets_goal"), "goals": data.get("goals", {}),
+        "machine_speed": describe_machine_speed(data)}
 
 
 def _fmt(error) -> str:
@@ -111,7 +112,8 @@ def plot_serve_validation(report):
     verdict = "" if data["meets_goal"] is None else (
         f" - goals (p50 {goals.get('p50', 0):.0%}, p90 {goals.get('p90', 0):.0%}) "
         + ("met" if data["meets_goal"] else "not met"))
-    fig.suptitle(data["title"] + verdict, fontsize=10)
+    fig.suptitle(data["title"] + verdict + (f"\n{data['machine_speed']}" if data["machine_speed"] else ""),
+                 fontsize=10)
     return fig
 
 
