@@ -173,6 +173,20 @@ def test_merge_pools_tables_with_medians_adds_runs_and_narrows_intervals():
     assert pooled["step_time_s_high"] / pooled["step_time_s_low"] < single["step_time_s_high"] / single["step_time_s_low"]
 
 
+def _with_anchor(spec, anchor):
+    prov = spec.measured.provenance.model_copy(update={"anchor_s": anchor})
+    return spec.model_copy(update={"measured": spec.measured.model_copy(update={"provenance": prov})})
+
+
+def test_merge_averages_the_machine_speed_anchors():
+    a = _with_anchor(make_profile(), {"gemm": 2e-3, "forward": 5e-4})
+    b = _with_anchor(make_profile(), {"gemm": 4e-3, "forward": 7e-4})
+    merged = merge_profiles([a, b], ["a.yaml", "b.yaml"]).measured.provenance.anchor_s
+    assert merged == pytest.approx({"gemm": 3e-3, "forward": 6e-4})
+    # a run measured before anchors existed: the merged profile has none (nothing to compare a validation with)
+    assert merge_profiles([a, make_profile()], ["a.yaml", "old.yaml"]).measured.provenance.anchor_s is None
+
+
 def test_merge_refuses_profiles_of_different_devices():
     other = make_profile()
     prov = other.measured.provenance.model_copy(update={"device_name": "Another CPU (2 threads)"})
