@@ -136,6 +136,10 @@ class DtypeProfile(SpecModel):
     step_overhead_s: float = Field(ge=0, description="dispatch left per forward step (mask, embedding glue)")
     cache_reuse: Optional[CacheReuse] = Field(
         None, description="weight streaming vs the working set the weights rotate over (the tables are cold)")
+    warm_linear: tuple[LinearTable, ...] = Field(
+        (), strict=False,
+        description="F.linear time vs M for a few small shapes with their weights warm in the last-level cache: how a "
+                    "cached GEMM's time grows with M (empty in profiles measured before it existed)")
     in_model_scale: float = Field(
         1.0, ge=0.2, le=5.0,
         description="whole synthetic decoders' measured time / the sum of their per-op times measured alone: ops run "

@@ -19,6 +19,7 @@ import yaml
 from rooflinesim.calibrate.fit import fit_affine, fit_roofline
 from rooflinesim.calibrate.profile import (MeasuredTiming, apply_calibration, load_profile, write_profile,
                                            write_text_atomic)
+from rooflinesim.calibrate.plan import synthetic_spec
 from rooflinesim.ops import get_step_ops
 from rooflinesim.registry import SpecError, load_hardware, load_model
 from rooflinesim.step import get_step_cost
@@ -296,6 +297,62 @@ def test_cache_reuse_speeds_up_weight_streaming_of_small_working_sets():
         float(cold.for_step(gemm).get_op_time(big_head, "fp32").time_s), rel=0.01)
     crowded = float(timing.with_co_resident(2e9).for_step(gemv).get_op_time(lm_head, "fp32").time_s)
     assert crowded == pytest.approx(base)
+
+
+def _warm_table(k, n, ms=(1, 2, 4, 16, 64)):
+    # a cached GEMM: 5 us at one row, a GEMV-to-GEMM step to 2x at M = 2, then the small-M compute rate
+    times = [5e-6 if m == 1 else 10e-6 + 2 * m * k * n / 50e9 for m in ms]
+    return LinearTable(in_features=k, out_features=n, m=ms, time_s=tuple(times), spread=tuple(0.02 for _ in ms))
+
+
+def test_warm_tables_make_cached_small_linears_grow_with_m_and_never_above_cold():
+    """With measured warm tables a fully warm step's linear costs its one-row cached price times the tables' growth
+    from M = 1 (here the same shape: exactly its t(M) / t(1)), floored by the warm-bandwidth rule and capped at the
+    cold price; one row is priced as before; a step pushed out of the cache is unchanged."""
+    from rooflinesim.timing.measured import get_warm_growth
+
+    hw = _with_cache(make_profile(), (1e7, 1e8, 1e9), (2.0, 1.5, 1.0))
+    prof = hw.measured.dtypes["fp32"].model_copy(update={"warm_linear": (_warm_table(256, 512),)})
+    fitted = hw.model_copy(update={"measured": hw.measured.model_copy(update={"dtypes": {"fp32": prof}})})
+    timing, before = MeasuredTiming.from_spec(fitted), MeasuredTiming.from_spec(hw)
+    assert float(get_warm_growth(timing.models["fp32"].warm, 16, 256, 512)) == pytest.approx(
+        (10e-6 + 2 * 16 * 256 * 512 / 50e9) / 5e-6)
+    tiny = synthetic_spec("tiny", 256, 4, 2, 512, layers=2, vocab=64)  # ~2 MB of fp32 weights: fully warm
+    for m in (1, 5, 16, 64):
+        ops = get_step_ops(tiny, m, 64, 1, "fp32", "fp32", "fp32")
+        gate = next(op for op in ops if op.name == "gate_proj")
+        old = float(before.for_step(ops).get_op_time(gate, "fp32").time_s) / gate.count
+        cold = float(MeasuredTiming.from_spec(make_profile()).for_step(ops).get_op_time(gate, "fp32").time_s)
+        cold /= gate.count
+        ops1 = get_step_ops(tiny, 1, 64, 1, "fp32", "fp32", "fp32")
+        one = float(before.for_step(ops1).get_op_time(next(op for op in ops1 if op.name == "gate_proj"), "fp32").time_s)
+        one /= gate.count
+        growth = float(get_warm_growth(timing.models["fp32"].warm, m, 256, 512))
+        got = float(timing.for_step(ops).get_op_time(gate, "fp32").time_s) / gate.count
+        assert got == pytest.approx(min(cold, max(old, one * growth)), rel=1e-6)
+        assert got <= cold * (1 + 1e-9) and got >= old * (1 - 1e-9)
+        if m == 1:
+            assert got == pytest.approx(old)
+    small = load_model("tiny-draft-2l")
+    big = get_step_ops(small, 1, 128, 1, "fp32", "fp32", "fp32")
+    head = next(op for op in big if op.name == "lm_head")
+    assert float(timing.with_co_resident(2e9).for_step(big).get_op_time(head, "fp32").time_s) == pytest.approx(
+        float(before.with_co_resident(2e9).for_step(big).get_op_time(head, "fp32").time_s))
+
+
+def test_warm_tables_are_fitted_from_the_warm_timings():
+    from rooflinesim.calibrate.fit_profile import _fit_warm_linear
+    from rooflinesim.calibrate.measurements import Results, Timing, WarmLinearKey
+    from rooflinesim.calibrate.plan import WARM_LINEAR_SHAPES, WARM_M_GRID
+
+    results = Results()
+    for k, n in WARM_LINEAR_SHAPES:
+        for m in WARM_M_GRID:
+            results.add(WarmLinearKey(k, n, m), Timing((1e-6 * m,) * 3))
+    tables = _fit_warm_linear(results)
+    assert [(t.in_features, t.out_features) for t in tables] == sorted(WARM_LINEAR_SHAPES)
+    assert tables[0].m == WARM_M_GRID and tables[0].time_s[-1] == pytest.approx(1e-6 * WARM_M_GRID[-1])
+    assert _fit_warm_linear(Results()) == ()
 
 
 def test_fit_overheads_recovers_scale_and_dispatch_from_synthetic_decoders():

@@ -24,9 +24,10 @@ from dataclasses import dataclass, replace
 
 from ..ops import get_step_ops
 from ..units import MIB, get_dtype_bytes
-from .measurements import AttentionKey, CacheKey, DecoderKey, ElementwiseKey, LinearKey, MeasurementKey, SamplerKey
+from .measurements import (AttentionKey, CacheKey, DecoderKey, ElementwiseKey, LinearKey, MeasurementKey, SamplerKey,
+                           WarmLinearKey)
 from .plan import (ALWAYS_MEASURED_M, CACHE_SHAPE, DECODER_CONTEXT, ELEMENTWISE_SPECS, OVERHEAD_MODELS, OVERHEAD_TOKENS,
-                   QUICK_CACHE_WORKING_SETS, AttentionGrid, AttentionHeads, Plan, StepTokens, WeightShape,
+                   QUICK_CACHE_WORKING_SETS, WARM_WORKING_SET_BYTES, AttentionGrid, AttentionHeads, Plan, StepTokens, WeightShape,
                    elementwise_step_split, get_decoder_spec)
 
 #: the ladder, richest first; `plan_for_budget` walks down it per dtype until the run fits
@@ -189,6 +190,10 @@ def estimate_key_s(key: MeasurementKey, plan: Plan, speed: DeviceSpeed) -> float
         call = _linear_call_s(1, k, n, size, speed)
         return (JOB_SETUP_S + 2 * copies * call
                 + _timed_s(call, plan, min_calls=max(2 * copies, 10), max_calls=max(4 * copies, MAX_CALLS)))
+    if isinstance(key, WarmLinearKey):  # cache-warm weights: streamed at about the copy rate, compute as cold
+        copies = max(1, int(WARM_WORKING_SET_BYTES // (key.in_features * key.out_features * size)))
+        call = _linear_call_s(key.m, key.in_features, key.out_features, size, speed)
+        return JOB_SETUP_S + 2 * copies * call + _timed_s(call, plan)
     if isinstance(key, SamplerKey):  # float64 probabilities, a few passes over them and ~20 small calls
         rows = key.batch * (key.positions + 1)
         call = 6 * rows * key.vocab * 8 / speed.gemv_bandwidth_bytes_per_s + 20 * speed.call_overhead_s

@@ -28,7 +28,8 @@ from ..specs import (AffineFit, CacheReuse, DtypeProfile, Efficiency, HardwareSp
                      Provenance)
 from ..units import GIGA, get_dtype_bytes
 from .fit import AffineResult, RooflineFit, fit_affine, fit_roofline
-from .measurements import AttentionKey, CacheKey, DecoderKey, ElementwiseKey, LinearKey, Results, SamplerKey
+from .measurements import (AttentionKey, CacheKey, DecoderKey, ElementwiseKey, LinearKey, Results, SamplerKey,
+                           WarmLinearKey)
 from .plan import (CACHE_SHAPE, DECODER_CONTEXT, OVERHEAD_MODELS, Plan, elementwise_step_split, get_decoder_spec,
                    synthetic_spec)
 from .profile import LinearModel, MeasuredTiming, get_shape_loo_error
@@ -143,6 +144,23 @@ def _fit_cache_reuse(dtype: str, results: Results, roof: RooflineFit) -> CacheRe
                       warm_bandwidth_bytes_per_s=float(warm_bandwidth))
 
 
+def _fit_warm_linear(results: Results) -> tuple[LinearTable, ...]:
+    """The cache-warm small-shape timings as tables vs M (the pricing reads their growth from one row)."""
+    by_shape: dict[tuple[int, int], list[tuple[int, float, float]]] = {}
+    for key in results.keys_of(WarmLinearKey):
+        timing = results.timing(key)
+        by_shape.setdefault((key.in_features, key.out_features), []).append((key.m, timing.estimate_s,
+                                                                             round(timing.spread, 4)))
+    tables = []
+    for (k, n), rows in sorted(by_shape.items()):
+        rows.sort()
+        if len(rows) < 2 or rows[0][0] != 1:  # the growth is read from M = 1
+            continue
+        tables.append(LinearTable(in_features=k, out_features=n, m=tuple(r[0] for r in rows),
+                                  time_s=tuple(r[1] for r in rows), spread=tuple(r[2] for r in rows)))
+    return tuple(tables)
+
+
 def _median_spread(results: Results, kind) -> float:
     spreads = [results.timing(key).spread for key in results.keys_of(kind)]
     return float(np.median(spreads)) if spreads else 0.0
@@ -169,6 +187,7 @@ def fit_dtype(dtype: str, results: Results, copy_bw: float, gemv_bw: float, plan
         peak_flops_per_s=roof.peak_flops_per_s, linear_overhead_s=roof.overhead_s, linear=tables,
         attention=_fit_attention(dtype, results), elementwise=_fit_elementwise(dtype, results),
         layer_overhead_s=0.0, step_overhead_s=0.0, cache_reuse=_fit_cache_reuse(dtype, results, roof),
+        warm_linear=_fit_warm_linear(results),
         residuals=residuals,
     )
     return fit_overheads(dtype, profile, results)

@@ -70,6 +70,16 @@ class CacheKey:
 
 
 @dataclass(frozen=True)
+class WarmLinearKey:
+    """F.linear(x[m, in_features], W[out_features, in_features]) with the weights rotating over a working set that
+    stays in the last-level cache (`plan.WARM_WORKING_SET_BYTES`): a small model's weights between its steps."""
+
+    in_features: int
+    out_features: int
+    m: int
+
+
+@dataclass(frozen=True)
 class SamplerKey:
     """What runs after a forward pass: `kind` 'sample' (probabilities of `positions` logit rows per sequence, one draw
     per sequence, the next step's books: `sampling.sample_and_advance`) or 'accept_rule' (the verify input, the exact
@@ -82,8 +92,8 @@ class SamplerKey:
     vocab: int
 
 
-MeasurementKey = Union[LinearKey, AttentionKey, ElementwiseKey, DecoderKey, CacheKey, SamplerKey]
-KeyT = TypeVar("KeyT", LinearKey, AttentionKey, ElementwiseKey, DecoderKey, CacheKey, SamplerKey)
+MeasurementKey = Union[LinearKey, AttentionKey, ElementwiseKey, DecoderKey, CacheKey, WarmLinearKey, SamplerKey]
+KeyT = TypeVar("KeyT", LinearKey, AttentionKey, ElementwiseKey, DecoderKey, CacheKey, WarmLinearKey, SamplerKey)
 
 
 @dataclass(frozen=True)

@@ -34,10 +34,10 @@ def _weighted(values, weights) -> float:
     return float(np.average(np.asarray(values, dtype=float), weights=np.asarray(weights, dtype=float)))
 
 
-def _merge_tables(profiles: list[DtypeProfile]) -> tuple[LinearTable, ...]:
+def _merge_tables(profiles: list[DtypeProfile], field: str = "linear") -> tuple[LinearTable, ...]:
     by_shape: dict[tuple[int, int], dict[int, list[tuple[float, float]]]] = {}
     for prof in profiles:
-        for table in prof.linear:
+        for table in getattr(prof, field):
             rows = by_shape.setdefault((table.in_features, table.out_features), defaultdict(list))
             for m, t, s in zip(table.m, table.time_s, table.spread):
                 rows[m].append((t, s))
@@ -100,6 +100,7 @@ def merge_dtype(dtype: str, profiles: list[DtypeProfile]) -> DtypeProfile:
         elementwise=_merge_fits([p.elementwise for p in profiles]),
         layer_overhead_s=avg("layer_overhead_s"), step_overhead_s=avg("step_overhead_s"),
         cache_reuse=_merge_cache(profiles, runs), in_model_scale=avg("in_model_scale"), residuals=residuals,
+        warm_linear=_merge_tables(profiles, "warm_linear"),
         runs=sum(runs))
 
 

@@ -13,7 +13,8 @@ from typing import TYPE_CHECKING, NamedTuple
 from ..ops import get_step_ops
 from ..specs import ModelSpec
 from ..units import GIB, MIB, get_dtype_bytes
-from .measurements import AttentionKey, CacheKey, DecoderKey, ElementwiseKey, LinearKey, MeasurementKey, SamplerKey
+from .measurements import (AttentionKey, CacheKey, DecoderKey, ElementwiseKey, LinearKey, MeasurementKey, SamplerKey,
+                           WarmLinearKey)
 
 if TYPE_CHECKING:
     from .timers import Device
@@ -104,6 +105,15 @@ SAMPLER_POINTS = tuple(("sample", b, q, v) for b, q, v in ((1, 1, 32), (16, 1, 3
                                                      (32, 2, 32000)))
 
 #: the weight of the cache-reuse benchmark: 16 MB in fp32, 8 MB in bf16
+#: small weight shapes timed with their weights warm in the last-level cache, vs M (`WarmLinearKey`): a small model
+#: (a draft, or the tiny pair of `acceptance validate`) keeps its weights cached between steps, where a GEMM's time
+#: grows with M at the small-M compute rate instead of hiding behind weight streaming as in the cold tables (a
+#: 256 x 512 fp32 linear, cache-warm, on the 2-core AMD EPYC: 16 us at M = 1, 52 us at M = 16; the cold-table price
+#: grew 1.4x over the same rows). None is a shape of the validation models.
+WARM_LINEAR_SHAPES = tuple(WeightShape(k, n) for k, n in ((128, 128), (128, 512), (640, 160), (384, 384)))
+WARM_M_GRID = (1, 2, 4, 8, 16, 32, 64, 128)
+WARM_WORKING_SET_BYTES = int(8 * MIB)  # above a core's L2, inside the last-level cache
+
 CACHE_SHAPE = WeightShape(2048, 2048)
 CACHE_WORKING_SETS = tuple(int(x * MIB) for x in (16, 32, 64, 96, 128, 192, 256, 384))
 QUICK_CACHE_WORKING_SETS = tuple(int(x * MIB) for x in (16, 64, 128, 256))
@@ -149,7 +159,7 @@ def _linear_weight_shapes(spec: ModelSpec) -> set[tuple[int, int]]:
 
 def get_calibrated_shapes(shapes=LINEAR_SHAPES) -> set[tuple[int, int]]:
     """Every weight shape a calibration may time: the listed F.linear shapes and those of the timed decoders."""
-    calibrated = {tuple(shape) for shape in shapes}
+    calibrated = {tuple(shape) for shape in shapes} | {tuple(shape) for shape in WARM_LINEAR_SHAPES}
     for name in DECODER_SPECS:
         calibrated |= _linear_weight_shapes(get_decoder_spec(name))
     return calibrated
@@ -264,10 +274,13 @@ class Plan:
         sizes = [s for s in self.cache_working_sets if s < self.rotate_bytes] + [self.rotate_bytes]
         return [CacheKey(int(size)) for size in sizes]
 
+    def warm_linear_keys(self) -> list[WarmLinearKey]:
+        return [WarmLinearKey(k, n, m) for k, n in WARM_LINEAR_SHAPES for m in WARM_M_GRID]
+
     def sampler_keys(self) -> list[SamplerKey]:
         return [SamplerKey(*point) for point in SAMPLER_POINTS]
 
     def keys(self, dtype: str) -> list[MeasurementKey]:
         """Every configuration this plan times for one dtype, family by family."""
         return [*self.linear_keys(), *self.attention_keys(dtype), *self.elementwise_keys(), *self.decoder_keys(),
-                *self.cache_keys(), *self.sampler_keys()]
+                *self.cache_keys(), *self.warm_linear_keys(), *self.sampler_keys()]

@@ -12,9 +12,12 @@ A profile is a HardwareSpec whose `measured` block (`rooflinesim.specs.MeasuredP
   and do more work), which keeps the multi-token fit from undercutting decode where it extrapolates;
 * elementwise ops (norms, RoPE, activation, residuals, KV-cache write, embedding): per family c + bytes / bandwidth;
 * the linear tables are cold (weights rotating over a pool far above the last-level cache); a model whose weights
-  per step fit in the caches streams them faster between steps: the weight-streaming share of each linear is divided
-  by the measured cache-reuse speedup at the step's weight working set (`for_step` binds a step; `with_co_resident`
-  adds another model's weights, e.g. the target's for the drafter in a speculative loop);
+  per step fit in the caches streams them faster between steps: each linear moves from its cold price towards its
+  cache-warm price by the step's warmth on the measured cache-reuse curve (`for_step` binds a step; `with_co_resident`
+  adds another model's weights, e.g. the target's for the drafter in a speculative loop). The warm price takes the
+  weight streaming off at the warm bandwidth; with the profile's `warm_linear` tables (small shapes timed with
+  cache-warm weights vs M) it also grows from its one-row price as those tables grow with M (`get_warm_growth`),
+  which the cold tables hid behind streaming; never above the cold price;
 * weights stored narrower than the compute dtype (int8 / int4 / fp8 weight-only) were not measured: such a linear is
   priced from the compute dtype's measurement with its weight streaming scaled to the stored bytes (never below the
   call's compute time), and `get_warnings` says so;
@@ -182,6 +185,19 @@ class _DtypeModel:
     profile: DtypeProfile
     linear: LinearModel
     sigmas: RelativeSigmas
+    warm: LinearModel | None = None  # the cache-warm small-shape tables, for how a cached GEMM grows with M
+
+
+def get_warm_growth(warm: LinearModel, m, k, n) -> np.ndarray:
+    """t(M) / t(1) of a cache-warm F.linear of weight (K, N): the warm tables' growth from one row (log-log in M),
+    Gaussian-weighted over their shapes as the cold tables are (the nearest shape's where none is near)."""
+    w = warm.get_shape_weights(k, n)
+    if w.sum() < 1e-12:
+        w = (w == w.max()).astype(float)
+    m = np.asarray(m, dtype=float)
+    logs = [np.log(t.time_s(m, warm.get_row_s(t.k, t.n))) - np.log(t.time_s(1.0, warm.get_row_s(t.k, t.n)))
+            for t in warm.tables]
+    return np.exp(sum(wi * lg for wi, lg in zip(w, logs)) / w.sum())
 
 
 @dataclass(frozen=True)
@@ -203,7 +219,11 @@ class MeasuredTiming:
         for dtype, prof in hw.measured.dtypes.items():
             linear = LinearModel.from_tables(prof.linear, prof.peak_flops_per_s, prof.gemv_bandwidth_bytes_per_s,
                                              prof.linear_overhead_s, get_dtype_bytes(dtype))
-            models[dtype] = _DtypeModel(prof, linear, get_profile_sigmas(prof, linear, hw.measured.provenance.drift))
+            warm = (LinearModel.from_tables(prof.warm_linear, prof.peak_flops_per_s, prof.gemv_bandwidth_bytes_per_s,
+                                            prof.linear_overhead_s, get_dtype_bytes(dtype))
+                    if prof.warm_linear else None)
+            models[dtype] = _DtypeModel(prof, linear, get_profile_sigmas(prof, linear, hw.measured.provenance.drift),
+                                        warm)
         return cls(hw, models, hw.measured.profile_name, name=f"measured:{hw.measured.profile_name}")
 
     def for_step(self, ops: list[OpCost]) -> "MeasuredTiming":
@@ -248,11 +268,11 @@ class MeasuredTiming:
         """One F.linear call of x[M, K] @ W[N, K]^T with weights in the compute dtype (per instance)."""
         return self._model(compute_dtype).linear.time_s(m, k, n)
 
-    def _linear_s(self, dm: _DtypeModel, op: OpCost) -> np.ndarray:
+    @staticmethod
+    def _cold_linear_s(dm: _DtypeModel, m, k, n, weight) -> np.ndarray:
+        """One call from the cold tables, its weight streaming scaled to narrower stored weights."""
         prof, linear = dm.profile, dm.linear
-        m, k, n = op.dims["m"], op.dims["k"], op.dims["n"]
         per = linear.time_s(m, k, n)
-        weight = np.asarray(op.weight_bytes, dtype=float)
         measured_weight = k * n * linear.weight_bytes_per_element
         if np.any(weight < measured_weight * (1 - 1e-9)):
             # narrower stored weights: the measured call streamed k x n compute-dtype elements; only the bytes
@@ -260,15 +280,29 @@ class MeasuredTiming:
             floor = 2.0 * np.asarray(m, dtype=float) * k * n / prof.peak_flops_per_s + prof.linear_overhead_s
             per = np.maximum(per - (measured_weight - weight) / prof.gemv_bandwidth_bytes_per_s,
                              np.minimum(per, floor))
+        return per
+
+    def _linear_s(self, dm: _DtypeModel, op: OpCost) -> np.ndarray:
+        prof = dm.profile
+        m, k, n = op.dims["m"], op.dims["k"], op.dims["n"]
+        weight = np.asarray(op.weight_bytes, dtype=float)
+        per = self._cold_linear_s(dm, m, k, n, weight)
+        if prof.cache_reuse is None:
+            return per
         # the tables are cold; weights that stay cached between steps stream at the warm bandwidth whatever the
         # shape (a shape's own cold inefficiency is a memory-side effect that the cache removes too), but the cache
         # cannot take away more than the cold weight streaming (compute-bound calls keep their time)
-        if prof.cache_reuse is not None:
-            warmth = self._cache_warmth(prof)
-            cached = np.maximum(prof.linear_overhead_s + weight / prof.cache_reuse.warm_bandwidth_bytes_per_s,
-                                per - weight / prof.gemv_bandwidth_bytes_per_s)
-            per = per * (1.0 - warmth) + np.minimum(per, cached) * warmth
-        return per
+        warm_bw, cold_bw = prof.cache_reuse.warm_bandwidth_bytes_per_s, prof.gemv_bandwidth_bytes_per_s
+        cached = np.maximum(prof.linear_overhead_s + weight / warm_bw, per - weight / cold_bw)
+        if dm.warm is not None:
+            # with cached weights a small GEMM's time grows with M as the measured warm tables do (the GEMV-to-GEMM
+            # switch at M = 2, then the small-M compute rate), which the cold tables hide behind weight streaming:
+            # the cached price at one row (what the decoder fit's dispatch terms were pinned with) times that growth
+            one = self._cold_linear_s(dm, 1, k, n, weight)
+            at_one = np.minimum(one, np.maximum(prof.linear_overhead_s + weight / warm_bw, one - weight / cold_bw))
+            cached = np.maximum(cached, at_one * get_warm_growth(dm.warm, m, k, n))
+        warmth = self._cache_warmth(prof)
+        return per * (1.0 - warmth) + np.minimum(per, cached) * warmth
 
     def get_op_time(self, op: OpCost, compute_dtype: str) -> OpTime:
         dm = self._model(compute_dtype)
@@ -376,5 +410,5 @@ class MeasuredTiming:
         return warnings
 
 
-__all__ = ["MeasuredTiming", "LinearModel", "ELEMENTWISE_FAMILY", "SHAPE_KERNEL_LOG2", "get_profile_sigmas",
+__all__ = ["MeasuredTiming", "LinearModel", "ELEMENTWISE_FAMILY", "SHAPE_KERNEL_LOG2", "get_profile_sigmas", "get_warm_growth",
            "get_shape_loo_error"]
