@@ -73,6 +73,10 @@ MINIMAL_ATTENTION_BATCH, MINIMAL_ATTENTION_CONTEXT, MINIMAL_ATTENTION_Q = (1, 12
 MINIMAL_ELEMENTWISE_TOKENS = (1, 40)
 
 
+#: the cache-warm linear points a run that falls behind its budget still measures (the growth is read from M = 1)
+MINIMAL_WARM_M = (1, 8)
+
+
 def is_essential(key: MeasurementKey, plan: Plan) -> bool:
     """Whether a run that falls behind its budget still measures `key` (the minimal rung's configurations, so
     every benchmark family and every fit keeps its points); the rest is skipped when time runs out."""
@@ -90,6 +94,8 @@ def is_essential(key: MeasurementKey, plan: Plan) -> bool:
     if isinstance(key, CacheKey):
         keys = plan.cache_keys()
         return key in (keys[0], keys[-1])
+    if isinstance(key, WarmLinearKey):  # one row and one point of growth per shape; the rest of the grid may wait
+        return key.m in MINIMAL_WARM_M
     return True
 
 
