@@ -8,9 +8,11 @@ tokens) is compared, per batch, with the speedup `price_speculation` predicts fr
 calibrated profile of this device.
 
 Measured speedup = committed tokens per iteration (realised in the loop) x T_decode step / T_speculative iteration,
-times as central means over iterations (`central_mean_s`), taken in rounds that alternate the two loops (`ROUNDS`), each restarting from the
-prompts, so that the machine's speed drifting during a run weighs on both alike. The loop's first draft step reads the last two committed tokens (q = 2), so a
-sequence whose k drafts were all accepted catches up without an extra pass; the prediction prices that step at q = 2
+times as central means over iterations (`central_mean_s`), taken in rounds of ROUND_STEPS steps that alternate the
+two loops, each restarting from the prompts, the batches in turn for DURATION_S seconds (`interleaved_loops`), so
+that the machine's speed states weigh on both sides and on every batch alike; the machine-speed anchors
+(`calibrate.anchor`) are re-timed during the loops. The loop's first draft step reads the last two committed tokens
+(q = 2), so a sequence whose k drafts were all accepted catches up without an extra pass; the prediction prices that step at q = 2
 (`draft_first_step_tokens=2`) and the sampler and acceptance rule the loops run (`sampling=True`, from the profile's
 'sample' and 'accept_rule' fits, which time the loop's own functions between forward passes: `sampling.
 sample_and_advance` after each decode or draft step, `sampling.verify_input` + `sampling.commit` around each verify).
