@@ -309,7 +309,7 @@ def test_warm_tables_make_cached_small_linears_grow_with_m_and_never_above_cold(
     """With measured warm tables a fully warm step's linear costs its one-row cached price times the tables' growth
     from M = 1 (here the same shape: exactly its t(M) / t(1)), floored by the warm-bandwidth rule and capped at the
     cold price; one row is priced as before; a step pushed out of the cache is unchanged."""
-    from rooflinesim.timing.measured import get_warm_growth
+    from rooflinesim.timing.linear_tables import get_warm_growth
 
     hw = _with_cache(make_profile(), (1e7, 1e8, 1e9), (2.0, 1.5, 1.0))
     prof = hw.measured.dtypes["fp32"].model_copy(update={"warm_linear": (_warm_table(256, 512),)})

@@ -25,7 +25,7 @@ import numpy as np
 
 from ..profiles import load_profile, write_profile
 from ..specs import AffineFit, CacheReuse, DtypeProfile, HardwareSpec, InputError, LinearTable
-from ..timing.measured import LinearModel, get_shape_loo_error
+from ..timing.linear_tables import LinearModel, get_shape_loo_error
 from ..units import get_dtype_bytes
 from .measurements import DRIFT_FLAG
 

@@ -3,7 +3,8 @@
 
 from ..fileio import write_text_atomic
 from ..profiles import apply_calibration, dump_profile_yaml, load_profile, write_profile
-from ..timing.measured import ELEMENTWISE_FAMILY, SHAPE_KERNEL_LOG2, LinearModel, MeasuredTiming, get_shape_loo_error
+from ..timing.linear_tables import SHAPE_KERNEL_LOG2, LinearModel, get_shape_loo_error
+from ..timing.measured import ELEMENTWISE_FAMILY, MeasuredTiming
 
 __all__ = [
     "MeasuredTiming", "LinearModel", "load_profile", "write_profile", "write_text_atomic", "apply_calibration",

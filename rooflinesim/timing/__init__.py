@@ -6,7 +6,8 @@ from ..specs import HardwareSpec
 from .base import OP_FAMILIES, Z90, OpTime, RelativeSigmas, TimingModel, get_op_family, get_op_peak_flops_per_s
 from .collectives import get_collective_algorithm, get_collective_time
 from .datasheet import DatasheetTiming, get_op_time
-from .measured import LinearModel, MeasuredTiming
+from .linear_tables import LinearModel
+from .measured import MeasuredTiming
 
 
 def get_timing_model(hw: HardwareSpec) -> TimingModel:

@@ -1,0 +1,117 @@
+"""Per-call F.linear time from a profile's measured tables (numpy only, no torch).
+
+The cold tables (`LinearModel`): time vs M per calibrated weight shape, interpolated log-log in M (above the last
+measured M each further row adds its FLOPs at the fitted peak); a shape that was not calibrated takes the
+Gaussian-weighted (over log2 in/out features) ratio measured / fitted roofline of the calibrated shapes. The
+cache-warm small-shape tables give how a cached GEMM's time grows with M (`get_warm_growth`). `MeasuredTiming`
+(timing.measured) prices a step's linears with both.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+
+import numpy as np
+
+from ..specs import LinearTable
+
+#: Width (in log2 units of in/out features) of the Gaussian that weighs calibrated weight shapes.
+SHAPE_KERNEL_LOG2 = 0.75
+
+@dataclass(frozen=True)
+class _Table:
+    k: int
+    n: int
+    log_m: np.ndarray
+    log_t: np.ndarray
+
+    @classmethod
+    def from_spec(cls, table: LinearTable) -> "_Table":
+        return cls(table.in_features, table.out_features, np.log(np.asarray(table.m, dtype=float)),
+                   np.log(np.asarray(table.time_s, dtype=float)))
+
+    def time_s(self, m, row_s: float) -> np.ndarray:
+        """Log-log interpolation in M; constant below the first M. Above the last measured M every further row adds
+        `row_s` (its FLOPs at the fitted peak): the call already streams its weights once, whatever M, so a table
+        that stops where the call is still bound by weight streaming (a budget plan caps the FLOPs per call) is not
+        scaled up in proportion to M from there; far above, the time grows as the compute-bound roofline's."""
+        m = np.maximum(np.asarray(m, dtype=float), 1.0)
+        lm = np.log(m)
+        inside = np.exp(np.interp(lm, self.log_m, self.log_t))
+        above = np.exp(self.log_t[-1]) + (m - np.exp(self.log_m[-1])) * row_s
+        return np.where(lm > self.log_m[-1], above, inside)
+
+
+@dataclass(frozen=True)
+class LinearModel:
+    """Per-call F.linear time for any (M, K, N) of one dtype from the calibrated tables."""
+
+    tables: tuple[_Table, ...]
+    peak_flops_per_s: float
+    bandwidth_bytes_per_s: float
+    overhead_s: float
+    weight_bytes_per_element: float
+    kernel_log2: float = SHAPE_KERNEL_LOG2
+
+    @classmethod
+    def from_tables(cls, tables, peak_flops_per_s: float, bandwidth_bytes_per_s: float, overhead_s: float,
+                    weight_bytes_per_element: float) -> "LinearModel":
+        """From a profile's LinearTable records and its fitted roofline."""
+        return cls(tuple(_Table.from_spec(t) for t in tables), peak_flops_per_s, bandwidth_bytes_per_s, overhead_s,
+                   weight_bytes_per_element)
+
+    def roofline_s(self, m, k, n) -> np.ndarray:
+        m = np.asarray(m, dtype=float)
+        flops = 2.0 * m * k * n
+        weight = k * n * self.weight_bytes_per_element
+        return np.maximum(flops / self.peak_flops_per_s, weight / self.bandwidth_bytes_per_s) + self.overhead_s
+
+    def get_row_s(self, k, n) -> float:
+        """What one more row of x costs a (K, N) weight far above the measured M: its FLOPs at the fitted peak."""
+        return 2.0 * k * n / self.peak_flops_per_s
+
+    def get_shape_weights(self, k, n) -> np.ndarray:
+        """Gaussian weight of each calibrated shape for a (K, N) weight."""
+        d2 = np.array([(np.log2(k) - np.log2(t.k)) ** 2 + (np.log2(n) - np.log2(t.n)) ** 2 for t in self.tables])
+        return np.exp(-d2 / (2 * self.kernel_log2**2))
+
+    def time_s(self, m, k, n) -> np.ndarray:
+        m = np.asarray(m, dtype=float)
+        base = self.roofline_s(m, k, n)
+        if not self.tables:
+            return base
+        w = self.get_shape_weights(k, n)
+        if w.sum() < 1e-12:  # far from every calibrated shape: fall back to the nearest one's ratio
+            w = (w == w.max()).astype(float)
+        log_ratios = [np.log(t.time_s(m, self.get_row_s(t.k, t.n))) - np.log(self.roofline_s(m, t.k, t.n))
+                      for t in self.tables]
+        ratio = sum(wi * lr for wi, lr in zip(w, log_ratios)) / w.sum()
+        return base * np.exp(ratio)
+
+
+def get_shape_loo_error(linear: LinearModel) -> float:
+    """Median |relative error| of each calibrated shape's table predicted from the other shapes alone (leave one
+    shape out): how well the tables price a weight shape that was not calibrated."""
+    errors = []
+    for i, table in enumerate(linear.tables):
+        others = replace(linear, tables=linear.tables[:i] + linear.tables[i + 1:])
+        if not others.tables:
+            continue
+        m = np.exp(table.log_m)
+        errors.extend(np.abs(others.time_s(m, table.k, table.n) / np.exp(table.log_t) - 1.0))
+    return float(np.median(errors)) if errors else 0.0
+
+
+def get_warm_growth(warm: LinearModel, m, k, n) -> np.ndarray:
+    """t(M) / t(1) of a cache-warm F.linear of weight (K, N): the warm tables' growth from one row (log-log in M),
+    Gaussian-weighted over their shapes as the cold tables are (the nearest shape's where none is near)."""
+    w = warm.get_shape_weights(k, n)
+    if w.sum() < 1e-12:
+        w = (w == w.max()).astype(float)
+    m = np.asarray(m, dtype=float)
+    logs = [np.log(t.time_s(m, warm.get_row_s(t.k, t.n))) - np.log(t.time_s(1.0, warm.get_row_s(t.k, t.n)))
+            for t in warm.tables]
+    return np.exp(sum(wi * lg for wi, lg in zip(w, logs)) / w.sum())
+
+
+__all__ = ["LinearModel", "SHAPE_KERNEL_LOG2", "get_shape_loo_error", "get_warm_growth"]
