@@ -90,6 +90,31 @@ def test_cuda_timer_flushes_l2_records_events_and_synchronizes_before_reading():
     del buffer
 
 
+def test_cuda_timer_runs_before_between_the_flush_and_the_timed_call():
+    fake, backend = _cuda()
+    timer = Timer(cuda_device(backend))
+    timer._flush_buffer = types.SimpleNamespace(zero_=lambda: fake.log.append("flush"))
+    fake.log.clear()
+    timer.time(lambda: fake.log.append("call"), min_calls=2, min_time_s=0.0, warmup_s=0.0, warmup_calls=1,
+               before=lambda: fake.log.append("before"))
+    timed = fake.log[fake.log.index("flush"):]
+    assert fake.log[:2] == ["before", "call"]  # the warm-up call is preceded too
+    assert timed == ["flush", "before", "record", "call", "record", "synchronize", "elapsed"] * 2
+
+
+def test_cpu_timer_runs_before_untimed_ahead_of_every_call():
+    import time
+
+    from rooflinesim.calibrate.timers import select_device
+
+    log = []
+    timer = Timer(select_device("cpu"), flush_l2=False)
+    timing = timer.time(lambda: log.append("call"), min_calls=5, min_time_s=0.0, max_calls=5, warmup_s=0.0,
+                        warmup_calls=2, before=lambda: (log.append("before"), time.sleep(0.01)))
+    assert log == ["before", "call"] * 7  # two warm-up calls, five timed ones, each preceded by `before`
+    assert len(timing.samples) == 5 and max(timing.samples) < 0.005  # its 10 ms sleep is not in the calls' times
+
+
 def test_small_l2_still_gets_a_16_mib_flush_buffer():
     _, backend = _cuda(l2_bytes=4 * MIB)
     timer = Timer(cuda_device(backend))

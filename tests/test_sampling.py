@@ -145,3 +145,25 @@ def test_commit_rolls_back_by_position():
     assert n.tolist() == [2, 0] and next_token.tolist() == [1, 0]
     assert feed.tolist() == [[3, 1], [0, 0]]  # (last accepted draft | previous last, next token)
     assert new_cur.tolist() == [23, 31] and start.tolist() == [22, 30] and span == 32
+
+
+def test_the_sampler_benchmark_times_each_call_right_after_a_forward_step():
+    """The loops run the sampler and the rule after a forward pass, never back to back: the benchmark runs an
+    untimed decode step of a tiny decoder ahead of every timed call (`Timer.time(before=...)`)."""
+    pytest.importorskip("torch")
+    from rooflinesim.calibrate.benchmarks.base import BenchContext
+    from rooflinesim.calibrate.benchmarks.sampler import IN_CONTEXT_MODEL, sampler_jobs
+    from rooflinesim.calibrate.budget import get_level_plan
+    from rooflinesim.calibrate.timers import Timer, select_device
+
+    device = select_device("cpu")
+    ctx = BenchContext(device, "fp32", get_level_plan("quick", ("fp32",), device), Timer(device, flush_l2=False))
+    forwards = []
+    model = ctx.decoder(IN_CONTEXT_MODEL)
+    model.register_forward_hook(lambda *_: forwards.append(1))
+    jobs = sampler_jobs(ctx)
+    assert {job.key.kind for job in jobs} == {"sample", "accept_rule"}
+    for job in jobs:
+        forwards.clear()
+        timing = job.run()
+        assert len(forwards) >= len(timing.samples) + 1  # warm-up and every timed call, each after a forward

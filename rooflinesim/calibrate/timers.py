@@ -100,11 +100,15 @@ class Timer:
             self._flush_buffer.zero_()
 
     def time(self, fn: Callable[[], object], min_calls: int = 5, min_time_s: float = 0.05, max_calls: int = 200,
-             warmup_s: float = 0.01, warmup_calls: int = 1) -> Timing:
+             warmup_s: float = 0.01, warmup_calls: int = 1, before: Callable[[], object] | None = None) -> Timing:
+        """Per-call times of `fn`. `before`, when given, runs untimed ahead of every call (warm-up included), for
+        a call whose cost depends on what ran just before it (a sampler right after a forward pass)."""
         dev = self.device
+        before = before or (lambda: None)
         start = time.perf_counter()
         calls = 0
         while calls < warmup_calls or time.perf_counter() - start < warmup_s:
+            before()
             fn()
             calls += 1
             if calls > 1000:
@@ -115,6 +119,7 @@ class Timer:
         if self.backend.has_events():
             while len(samples) < max_calls and (len(samples) < min_calls or time.perf_counter() - begin < min_time_s):
                 self._flush()
+                before()
                 s, e = self.backend.new_event(), self.backend.new_event()
                 s.record()
                 fn()
@@ -124,6 +129,7 @@ class Timer:
         else:
             clock = time.perf_counter_ns
             while len(samples) < max_calls and (len(samples) < min_calls or time.perf_counter() - begin < min_time_s):
+                before()
                 t0 = clock()
                 fn()
                 samples.append((clock() - t0) * NANO)
