@@ -146,3 +146,27 @@ def test_cpu_pressure_is_read_from_psi(tmp_path):
     psi.write_text("some avg10=37.50 avg60=20.00 avg300=10.00 total=123\nfull avg10=0.00 avg60=0.00 avg300=0.00 total=0\n")
     assert bench.get_cpu_pressure(str(psi)) == pytest.approx(0.375)
     assert bench.get_cpu_pressure(str(tmp_path / "missing")) is None
+
+
+def test_host_memory_is_kept_through_glibc_mallopt_and_a_missing_glibc_changes_nothing(monkeypatch):
+    from rooflinesim.calibrate import timers
+
+    calls = []
+
+    class FakeLibc:
+        def mallopt(self, param, value):
+            calls.append((param, value))
+            return 1
+
+    monkeypatch.setattr(timers.ctypes, "CDLL", lambda name: FakeLibc())
+    assert timers.keep_freed_host_memory() is True
+    # M_MMAP_THRESHOLD (-3) at glibc's 32 MiB maximum, M_TRIM_THRESHOLD (-1) at 1 GiB
+    assert calls == [(-3, 32 << 20), (-1, 1 << 30)]
+    assert timers.select_device("cpu").host_memory_kept
+
+    def no_glibc(name):
+        raise OSError("not found")
+
+    monkeypatch.setattr(timers.ctypes, "CDLL", no_glibc)
+    assert timers.keep_freed_host_memory() is False
+    assert not timers.select_device("cpu").host_memory_kept

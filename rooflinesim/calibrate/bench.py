@@ -249,6 +249,8 @@ def build_profile_spec(device: Device, profiles: dict, plans: dict, command: str
                        + "; ".join(f"{a['gemm'] / MILLI:.3f} / {a['forward'] / MILLI:.3f} ms" for a in anchors)
                        + (f" - they moved {moved:.0%} during the run. " if moved > ANCHOR_TOLERANCE else ". "))
     quick_note += f"SDPA kernels enabled: {', '.join(device.backend.sdpa_kernels()) or 'none reported'}. "
+    if device.host_memory_kept:
+        quick_note += "Host memory: freed memory kept for reuse (glibc mallopt, calibrate.timers). "
     prov = Provenance(
         device_kind=device.kind, device_name=device.name, host_cpu=get_host_cpu_model(),
         torch_version=torch.__version__, dtypes=dtypes, threads=device.threads, date=now, command=command,
