@@ -167,3 +167,34 @@ def test_the_sampler_benchmark_times_each_call_right_after_a_forward_step():
         forwards.clear()
         timing = job.run()
         assert len(forwards) >= len(timing.samples) + 1  # warm-up and every timed call, each after a forward
+
+
+def test_the_sampler_benchmark_times_every_position_after_a_verify(monkeypatch):
+    """At one position 'sample' is the draw and the books after a decode or draft step; at several (a verify) it is
+    the probabilities of every position, which the exact rule reads."""
+    pytest.importorskip("torch")
+    from rooflinesim.calibrate import sampling
+    from rooflinesim.calibrate.benchmarks.base import BenchContext
+    from rooflinesim.calibrate.benchmarks.sampler import sampler_jobs
+    from rooflinesim.calibrate.budget import get_level_plan
+    from rooflinesim.calibrate.timers import Timer, select_device
+
+    device = select_device("cpu")
+    ctx = BenchContext(device, "fp32", get_level_plan("quick", ("fp32",), device), Timer(device, flush_l2=False))
+    seen = []
+    advance, probabilities = sampling.sample_and_advance, sampling.probabilities
+    monkeypatch.setattr(sampling, "sample_and_advance",
+                        lambda logits, *a: (seen.append(("advance", tuple(logits.shape))), advance(logits, *a))[1])
+    monkeypatch.setattr(sampling, "probabilities",
+                        lambda logits, *a: (seen.append(("probabilities", tuple(logits.shape))),
+                                            probabilities(logits, *a))[1])
+    for job in sampler_jobs(ctx):
+        if job.key.kind != "sample":
+            continue
+        seen.clear()
+        job.run()
+        b, q, vocab = job.key.batch, job.key.positions, job.key.vocab
+        if q == 1:  # sample_and_advance computes the one position's probabilities itself
+            assert set(seen) == {("advance", (b, 1, vocab)), ("probabilities", (b, 1, vocab))}
+        else:
+            assert set(seen) == {("probabilities", (b, q, vocab))}

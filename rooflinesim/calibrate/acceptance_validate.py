@@ -55,10 +55,10 @@ TARGET_HIDDEN = 128
 #: drifting over a run (5-20 % over minutes on a shared VM) weighs on both sides of the speedup alike
 ROUNDS = 8
 #: timed steps of each loop per round in `run_acceptance_validation`, which runs rounds for all batches in turn until
-#: `DURATION_S` have passed: on the 2-vCPU AMD EPYC VM the speed of a forward flips between two states every 5-30 s
-#: (a tiny target's batch-16 verify 6.2 vs 8.4 ms, its draft 0.39 vs 0.44 ms), so a measurement of a fraction of a
-#: second catches one state and another run the other; a minute of interleaved rounds takes the mixture, as the
-#: five-minute calibration does
+#: `DURATION_S` have passed: on the 2-vCPU AMD EPYC VM a forward's speed moves within seconds with nothing else
+#: running (a tiny target's batch-16 verify 6.2 vs 8.4 ms; slow spells of 8 ms to 0.5 s that took 14-25 % of a run
+#: of a dispatch-bound decoder step), so a measurement of a fraction of a second catches one speed and another run
+#: another; a minute of interleaved rounds takes both loops through the same mixture, as the calibration does
 ROUND_STEPS = 20
 DURATION_S = 60.0
 #: seconds between two timings of the machine-speed anchors during the loops

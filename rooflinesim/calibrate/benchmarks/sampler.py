@@ -1,7 +1,11 @@
 """The sampler and the exact acceptance rule vs batch, positions and vocabulary, timed on random logits as the
-measured loops run them (`calibrate.sampling`): 'sample' is `sample_and_advance`, the draw and the next step's books
-after a forward; 'accept_rule' is `verify_input` + `commit`, the verify input, the rule and the rollback. Their bytes
-come from `rooflinesim.op_sections` at fit time.
+measured loops run them (`calibrate.sampling`): 'sample' at one position is `sample_and_advance`, the draw and the
+next step's books after a decode or draft forward, and at several positions `probabilities` over all of them, what a
+loop computes after a verify for the rule to read (timed with `sample_and_advance`, which reads the last position
+only, a verify's 5.6 MB of probabilities came in at the cost of its last rows', and the fit missed its own points
+by 40 % at the median);
+'accept_rule' is `verify_input` + `commit`, the verify input, the rule and the rollback. Their bytes come from
+`rooflinesim.op_sections` at fit time.
 
 A loop runs them right after a forward pass, never back to back, so each timed call follows an untimed decode step of
 the tiny `IN_CONTEXT_MODEL` decoder: the forward's ~200 dispatched ops leave the host's caches and branch predictors
@@ -33,7 +37,10 @@ def _sampler_runner(ctx: BenchContext, key: SamplerKey):
         if key.kind == "sample":  # the model's logits come in its dtype; the sampler upcasts
             logits = torch.randn(b, q, vocab, device=dev, dtype=ctx.torch_dtype)
             start = torch.arange(b, device=dev) + 64
-            fn = lambda: sampling.sample_and_advance(logits, start, q, 1.0, g)
+            if q == 1:  # after a decode or draft step: one position's draw and the next step's books
+                fn = lambda: sampling.sample_and_advance(logits, start, q, 1.0, g)
+            else:  # after a verify: the probabilities of every position, which the rule then reads
+                fn = lambda: sampling.probabilities(logits, 1.0)
         else:  # accept_rule: q = k drafted positions
             p_rows = torch.softmax(torch.randn(b, q + 1, vocab, device=dev, dtype=torch.float64), -1)
             q_rows = list(torch.softmax(torch.randn(b, q, vocab, device=dev, dtype=torch.float64), -1).unbind(1))
