@@ -147,17 +147,23 @@ def test_commit_rolls_back_by_position():
     assert new_cur.tolist() == [23, 31] and start.tolist() == [22, 30] and span == 32
 
 
-def test_the_sampler_benchmark_times_each_call_right_after_a_forward_step():
-    """The loops run the sampler and the rule after a forward pass, never back to back: the benchmark runs an
-    untimed decode step of a tiny decoder ahead of every timed call (`Timer.time(before=...)`)."""
+
+def _quick_bench_context():
+    """The fp32 benchmark context of a --quick plan on this CPU (skips without torch)."""
     pytest.importorskip("torch")
     from rooflinesim.calibrate.benchmarks.base import BenchContext
-    from rooflinesim.calibrate.benchmarks.sampler import IN_CONTEXT_MODEL, sampler_jobs
     from rooflinesim.calibrate.budget import get_level_plan
     from rooflinesim.calibrate.timers import Timer, select_device
 
     device = select_device("cpu")
-    ctx = BenchContext(device, "fp32", get_level_plan("quick", ("fp32",), device), Timer(device, flush_l2=False))
+    return BenchContext(device, "fp32", get_level_plan("quick", ("fp32",), device), Timer(device, flush_l2=False))
+
+def test_the_sampler_benchmark_times_each_call_right_after_a_forward_step():
+    """The loops run the sampler and the rule after a forward pass, never back to back: the benchmark runs an
+    untimed decode step of a tiny decoder ahead of every timed call (`Timer.time(before=...)`)."""
+    from rooflinesim.calibrate.benchmarks.sampler import IN_CONTEXT_MODEL, sampler_jobs
+
+    ctx = _quick_bench_context()
     forwards = []
     model = ctx.decoder(IN_CONTEXT_MODEL)
     model.register_forward_hook(lambda *_: forwards.append(1))
@@ -172,15 +178,10 @@ def test_the_sampler_benchmark_times_each_call_right_after_a_forward_step():
 def test_the_sampler_benchmark_times_every_position_after_a_verify(monkeypatch):
     """At one position 'sample' is the draw and the books after a decode or draft step; at several (a verify) it is
     the probabilities of every position, which the exact rule reads."""
-    pytest.importorskip("torch")
+    ctx = _quick_bench_context()
     from rooflinesim.calibrate import sampling
-    from rooflinesim.calibrate.benchmarks.base import BenchContext
     from rooflinesim.calibrate.benchmarks.sampler import sampler_jobs
-    from rooflinesim.calibrate.budget import get_level_plan
-    from rooflinesim.calibrate.timers import Timer, select_device
 
-    device = select_device("cpu")
-    ctx = BenchContext(device, "fp32", get_level_plan("quick", ("fp32",), device), Timer(device, flush_l2=False))
     seen = []
     advance, probabilities = sampling.sample_and_advance, sampling.probabilities
     monkeypatch.setattr(sampling, "sample_and_advance",

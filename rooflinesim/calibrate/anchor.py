@@ -25,7 +25,7 @@ import torch
 import torch.nn.functional as F
 
 from ..measured_spec import ANCHOR_NAMES
-from .model import build_decoder
+from .model import build_decoder, one_token_step
 from .plan import get_decoder_spec
 from .timers import Device, Timer
 
@@ -43,15 +43,12 @@ class Anchor:
         g = torch.Generator().manual_seed(0)
         self._x = torch.randn(256, 1024, generator=g).to(dev)
         self._w = torch.randn(1024, 1024, generator=g).to(dev)
-        self._model = build_decoder(get_decoder_spec("overhead-2l"), torch.float32, dev)
-        self._model.setup_caches(1, 80)
-        self._tokens = torch.zeros(1, 1, dtype=torch.long, device=dev)
-        self._start = torch.full((1,), 64, dtype=torch.long, device=dev)
+        self._step = one_token_step(build_decoder(get_decoder_spec("overhead-2l"), torch.float32, dev), 64)
 
     @torch.no_grad()
     def time_s(self) -> dict[str, float]:
         calls = {"gemm": lambda: F.linear(self._x, self._w),
-                 "forward": lambda: self._model(self._tokens, self._start, 65)}
+                 "forward": self._step}
         samples = {name: [] for name in ANCHOR_NAMES}
         for _ in range(_REPEATS):
             for name in ANCHOR_NAMES:

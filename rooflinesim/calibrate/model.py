@@ -229,3 +229,13 @@ def build_decoder(spec: ModelSpec, dtype: torch.dtype, device=None, seed: int = 
         if p.dim() > 1:
             p.normal_(0.0, 0.02)
     return model.to(device=device, dtype=dtype).eval().requires_grad_(False)
+
+
+def one_token_step(model: Decoder, context: int):
+    """A callable that runs one decode step of `model` (batch 1, one token on `context` cached tokens), its caches
+    set up once: the dispatch-bound reference forward of the machine-speed anchor and of the sampler benchmark."""
+    device = model.embed.weight.device
+    model.setup_caches(1, context + 16)
+    tokens = torch.zeros(1, 1, dtype=torch.long, device=device)
+    start = torch.full((1,), context, dtype=torch.long, device=device)
+    return lambda: model(tokens, start, context + 1)

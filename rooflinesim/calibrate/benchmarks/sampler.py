@@ -1,11 +1,10 @@
 """The sampler and the exact acceptance rule vs batch, positions and vocabulary, timed on random logits as the
 measured loops run them (`calibrate.sampling`): 'sample' at one position is `sample_and_advance`, the draw and the
 next step's books after a decode or draft forward, and at several positions `probabilities` over all of them, what a
-loop computes after a verify for the rule to read (timed with `sample_and_advance`, which reads the last position
-only, a verify's 5.6 MB of probabilities came in at the cost of its last rows', and the fit missed its own points
-by 40 % at the median);
-'accept_rule' is `verify_input` + `commit`, the verify input, the rule and the rollback. Their bytes come from
-`rooflinesim.op_sections` at fit time.
+loop computes after a verify for the rule to read; 'accept_rule' is `verify_input` + `commit`, the verify input, the
+rule and the rollback. Their bytes come from `rooflinesim.op_sections` at fit time. (Until 2026-12-01 the
+several-position points timed `sample_and_advance`, which reads the last position only: a verify's 5.6 MB of
+probabilities came in at the cost of its last rows', and the fit missed its own points by 40 % at the median.)
 
 A loop runs them right after a forward pass, never back to back, so each timed call follows an untimed decode step of
 the tiny `IN_CONTEXT_MODEL` decoder: the forward's ~200 dispatched ops leave the host's caches and branch predictors
@@ -18,6 +17,7 @@ import torch
 
 from .. import sampling
 from ..measurements import SamplerKey
+from ..model import one_token_step
 from ..plan import DECODER_CONTEXT
 from .base import BenchContext, Job
 
@@ -56,12 +56,9 @@ def _sampler_runner(ctx: BenchContext, key: SamplerKey):
 
 def _forward_step(ctx: BenchContext):
     """One decode step (batch 1, one token on DECODER_CONTEXT cached) of IN_CONTEXT_MODEL, as a callable."""
-    model = ctx.decoder(IN_CONTEXT_MODEL)
-    model.setup_caches(1, DECODER_CONTEXT + 9)
-    tokens = torch.zeros(1, 1, dtype=torch.long, device=ctx.torch_device)
-    start = torch.full((1,), DECODER_CONTEXT, device=ctx.torch_device)
+    step = one_token_step(ctx.decoder(IN_CONTEXT_MODEL), DECODER_CONTEXT)
 
-    def step():
+    def run():
         with torch.inference_mode():
-            model(tokens, start, DECODER_CONTEXT + 1)
-    return step
+            step()
+    return run
