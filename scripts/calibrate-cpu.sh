@@ -12,7 +12,7 @@
 # profile's while it ran (rooflinesim.calibrate.anchor).
 #
 # Writes calibrate/<device-slug>{,-quick}.yaml, their -validation.{json,png}, <device-slug>-acceptance-loop.{json,png},
-# <device-slug>-serve-validation.{json,png} and the logs in calibrate/logs/.
+# <device-slug>-serve-validation.{json,png} and the logs in calibrate/logs/<device-slug>-*.log.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export PYTHONPATH="$PWD" PYTHONUNBUFFERED=1
@@ -20,23 +20,24 @@ BUDGET=${BUDGET:-360}
 LOGS=calibrate/logs
 mkdir -p "$LOGS"
 NAME=$(python3 -c "from rooflinesim.calibrate.timers import select_device; print(select_device('cpu').slug)")
+LOG="$LOGS/$NAME"
 echo "device $NAME, load: $(cut -d' ' -f1-3 /proc/loadavg), cpu pressure: $(head -1 /proc/pressure/cpu 2>/dev/null)"
 /usr/bin/time -f "quick calibrate wall %e s" python3 -m rooflinesim.cli calibrate --quick --no-progress \
-    --out "calibrate/$NAME-quick.yaml" 2>&1 | tee "$LOGS/calibrate-quick.log"
+    --out "calibrate/$NAME-quick.yaml" 2>&1 | tee "$LOG-calibrate-quick.log"
 timeout $((BUDGET + 300)) python3 -m rooflinesim.cli calibrate --budget "$BUDGET" --no-progress \
-    --out "calibrate/$NAME.yaml" 2>&1 | tee "$LOGS/calibrate.log"
+    --out "calibrate/$NAME.yaml" 2>&1 | tee "$LOG-calibrate.log"
 # the measured loops first, closest in time to the calibration (each also re-times the profile's machine-speed
 # anchors and reports how far the machine's speed was from the profile's while it ran)
 timeout 1200 python3 -m rooflinesim.cli acceptance validate --profile "calibrate/$NAME.yaml" \
-    --out "calibrate/$NAME-acceptance-loop.json" 2>&1 | tee "$LOGS/acceptance-validate.log"
+    --out "calibrate/$NAME-acceptance-loop.json" 2>&1 | tee "$LOG-acceptance-validate.log"
 timeout 1200 python3 -m rooflinesim.cli validate --serve --profile "calibrate/$NAME.yaml" --out-dir calibrate \
-    --no-progress 2>&1 | tee "$LOGS/validate-serve.log"
+    --no-progress 2>&1 | tee "$LOG-validate-serve.log"
 timeout 2400 python3 -m rooflinesim.cli validate --profile "calibrate/$NAME.yaml" --out-dir calibrate --no-progress \
-    2>&1 | tee "$LOGS/validate.log"
+    2>&1 | tee "$LOG-validate.log"
 # both profiles describe the same device, so validate names both reports <device>-validation: the quick one is
 # written aside and renamed
 QUICK_DIR=$(mktemp -d)
 timeout 2400 python3 -m rooflinesim.cli validate --profile "calibrate/$NAME-quick.yaml" --out-dir "$QUICK_DIR" \
-    --no-progress 2>&1 | tee "$LOGS/validate-quick.log"
+    --no-progress 2>&1 | tee "$LOG-validate-quick.log"
 for ext in json png; do mv "$QUICK_DIR/$NAME-validation.$ext" "calibrate/$NAME-quick-validation.$ext"; done
 echo "done; load: $(cut -d' ' -f1-3 /proc/loadavg), cpu pressure: $(head -1 /proc/pressure/cpu 2>/dev/null)"

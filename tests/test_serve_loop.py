@@ -125,6 +125,8 @@ def test_serve_validation_report_and_chart(tmp_path):
                                   _spec("tiny-draft", 1), log=lambda *a: None)
     text = json.dumps(report, allow_nan=False)  # strict JSON: no NaN anywhere
     assert report["kind"] == "serving loop validation" and report["host_cpu"] and report["torch"]
+    assert report["offered_rate_per_s"] == 100.0  # a rate given is the rate served
+    assert report["offered_load"] == pytest.approx(100.0 / report["simulated_capacity_per_s"])
     assert report["threads"] == 1 and report["requests"] == 8 and report["settings"]["seed"] == 0
     assert [p["policy"] for p in report["policies"]] == ["off", "fixed:2"]
     for row in report["policies"]:
@@ -136,6 +138,9 @@ def test_serve_validation_report_and_chart(tmp_path):
         assert len(row["requests"]["measured_ttft_s"]) == 8
         assert sum(row["batch_share"]["measured"]) == pytest.approx(1.0)
         assert 0 <= row["step_model"]["outside_models_share"] < 1
+        ratio = row["at_measured_step_speed"]["step_time_ratio"]
+        assert ratio == row["step_model"]["measured_over_priced_time_weighted"] and ratio > 0
+        assert set(row["at_measured_step_speed"]["comparison"]) == set(row["comparison"])
         assert len(row["cpu_contended_share_of_attempts"]) == 1
         assert [b["batch"] for b in row["step_model"]["decode_by_batch"]] == sorted(
             b["batch"] for b in row["step_model"]["decode_by_batch"])
@@ -154,8 +159,24 @@ def test_serve_validation_report_and_chart(tmp_path):
         load_serve_validation_report({"policies": [{"comparison": {}, "requests": {}, "batch_share": {}}]})
 
 
+def test_offered_rate_is_the_load_times_offs_simulated_capacity():
+    from rooflinesim.calibrate.serve_validate import ServeValidationSettings, get_offered_rate_per_s
+    from rooflinesim.profiles import load_profile
+
+    profile, target = load_profile(PROFILE), load_model("tiny-llama-123m")
+    rate, capacity = get_offered_rate_per_s(profile, target, ServeValidationSettings(load=0.5))
+    assert rate == pytest.approx(0.5 * capacity) and 0.1 < capacity < 100
+    rate_at_08, again = get_offered_rate_per_s(profile, target, ServeValidationSettings(load=0.8))
+    assert again == capacity and rate_at_08 == pytest.approx(1.6 * rate)
+    assert get_offered_rate_per_s(profile, target, ServeValidationSettings(rate_per_s=3.0))[0] == 3.0
+
+
 @pytest.mark.parametrize("args, message", [
     (["--serve", "--rate", "0"], "--rate"),
+    (["--serve", "--load", "0"], "--load"),
+    (["--serve", "--load", "2.5"], "--load"),
+    (["--serve", "--load", "0.5", "--rate", "2"], "not both"),
+    (["--load", "0.5"], "--serve"),
     (["--rate", "2"], "--serve"),
     (["--serve", "--k", "0"], "k must be"),
 ])

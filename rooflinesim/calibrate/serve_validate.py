@@ -14,10 +14,20 @@ On a shared machine other processes stall a multi-threaded loop by whole schedul
 during which some task waited for a CPU (Linux PSI) is recorded, and a run contended for more than CONTENDED_SHARE
 of its time is served again (`retries`, default once), the quietest attempt kept.
 
+The offered load is a utilisation (`load`, default 0.6) of the capacity the simulator gives `off` on this profile
+(`serve.rates.get_saturation_rate_per_s`), so the runs sit at the same point of the queueing curve on a fast device
+and a slow one; `rate_per_s` sets the rate instead. Near capacity a queue amplifies any step-time error without bound
+(TTFT grows as 1 / (1 - utilisation)), so a fixed rate that loads one machine moderately overloads a slower one.
+
 To tell a step-model error from a scheduling one, every measured step is also priced on its own by the simulator's
 `StepPricer` (its decodes, their mean context, k, its prefill chunks): `step_model` gives the median and p90 of
-measured / priced per kind of step, and the share of the loop's time spent outside the model forwards (scheduling,
-sampling and the exact rule; the last two are priced from the profile's `sample` and `accept_rule` fits).
+measured / priced per kind of step, the time-weighted ratio (all measured step time / all priced), and the share of
+the loop's time spent outside the model forwards (scheduling, sampling and the exact rule; the last two are priced
+from the profile's `sample` and `accept_rule` fits). `at_measured_step_speed` then replays the requests with every
+step price scaled by that ratio (exactly: scaling every duration and arrival time by c scales the whole schedule by
+c, so the requests are replayed with arrivals / c and the results multiplied by c): what the simulator's queueing and
+scheduling predict given the loop's own step speed. It is a diagnostic, never the goal: it separates the step
+model's error, amplified by the queue, from the scheduling model's.
 """
 
 from __future__ import annotations
@@ -34,7 +44,8 @@ from ..acceptance.measured import from_position_counts
 from ..profiles import get_host_cpu_model, load_profile
 from ..registry import load_model
 from ..scenario import build_scenario
-from ..serve import LengthDistribution, ServeConfig, StepPricer, generate_requests, simulate
+from ..serve import LengthDistribution, Requests, ServeConfig, StepPricer, generate_requests, simulate
+from ..serve.rates import get_saturation_rate_per_s
 from ..specs import InputError, ModelSpec
 from ..units import MICRO, MILLI
 from .anchor import Anchor, compare_anchor, describe_anchor
@@ -47,13 +58,18 @@ GOAL_P50 = 0.15
 CONTENDED_SHARE = 0.05
 GOAL_P90 = 0.25
 METRICS = ("ttft_s", "tpot_s")
+#: the offered load the runs default to, as a share of off's simulated capacity: queueing shows (TTFT tails of a few
+#: steps' waiting) while the queue stays stable under the few-% step-time errors of a calibrated profile
+DEFAULT_LOAD = 0.6
+MAX_LOAD = 2.0
 
 
 @dataclass(frozen=True)
 class ServeValidationSettings:
     """The workload and engine of the measured runs (defaults sized to ~1 min per policy on a 2-core CPU, fp32)."""
 
-    rate_per_s: float = 1.2
+    load: float = DEFAULT_LOAD  # offered rate = load x off's simulated capacity, unless rate_per_s is given
+    rate_per_s: float | None = None
     requests: int = 60
     prompt_tokens: str = "uniform:16:128"
     output_tokens: str = "uniform:16:96"
@@ -67,8 +83,11 @@ class ServeValidationSettings:
     retries: int = 1  # runs of a policy served again when the CPU was contended (more than CONTENDED_SHARE)
 
     def check(self) -> "ServeValidationSettings":
-        if not (self.rate_per_s > 0 and np.isfinite(self.rate_per_s)):
+        if self.rate_per_s is not None and not (self.rate_per_s > 0 and np.isfinite(self.rate_per_s)):
             raise InputError(f"--rate must be a positive number of requests per second, got {self.rate_per_s}")
+        if not (0 < self.load <= MAX_LOAD):
+            raise InputError(f"--load must be a utilisation in (0, {MAX_LOAD:g}] of the simulated capacity, got "
+                             f"{self.load}")
         for name, low in (("requests", 2), ("max_num_seqs", 1), ("k", 1), ("sim_seeds", 1), ("retries", 0)):
             if getattr(self, name) < low:
                 raise InputError(f"{name} must be at least {low}, got {getattr(self, name)}")
@@ -103,9 +122,11 @@ def _step_model(result: LoopResult, pricer: StepPricer, draft_prefills: bool) ->
     """Each measured step against its own price: median and p90 of measured / priced, by kind of step."""
     kinds: dict[str, list[float]] = {}
     by_batch: dict[int, list[tuple[float, float]]] = {}
+    total_priced = 0.0
     for n, context, k, chunk_context, chunk_tokens, finishing, seconds, _ in result.steps:
         priced = pricer.get_step_time_s(n, context, k, np.asarray(chunk_context), np.asarray(chunk_tokens),
                                         finishing, draft_prefills)
+        total_priced += priced
         kind = "decode" if not chunk_tokens else ("mixed" if n else "prefill")
         kinds.setdefault(kind, []).append(seconds / priced)
         if kind == "decode":
@@ -118,6 +139,7 @@ def _step_model(result: LoopResult, pricer: StepPricer, draft_prefills: bool) ->
     seconds = np.asarray([s[6] for s in result.steps])
     in_models = np.asarray([s[7] for s in result.steps])
     out["outside_models_share"] = float(1.0 - in_models.sum() / seconds.sum()) if seconds.size else None
+    out["measured_over_priced_time_weighted"] = float(seconds.sum() / total_priced) if total_priced else None
     return out
 
 
@@ -141,6 +163,29 @@ def _compare(measured: dict, simulated: list[dict]) -> dict:
     return out
 
 
+def _simulate_at_speed(scenario, requests: Requests, policy: str, config: ServeConfig, pricer: StepPricer,
+                       scale: float) -> dict:
+    """The simulation's TTFT / TPOT percentiles had every step taken `scale` times its price: the same schedule on a
+    clock `scale` times slower, i.e. the requests replayed with arrivals / scale and every time multiplied back."""
+    slower = Requests(requests.arrival_s / scale, requests.prompt_tokens, requests.output_tokens)
+    summary = simulate(scenario, slower, policy, config, pricer).get_summary()
+    return {metric: {p: v * scale for p, v in summary[metric].items()} for metric in METRICS}
+
+
+def get_offered_rate_per_s(profile, target_spec: ModelSpec, settings: "ServeValidationSettings") -> tuple[float, float]:
+    """(rate, off's simulated capacity in requests/s): `settings.rate_per_s`, or `settings.load` x the capacity the
+    simulator gives `off` on this profile for the settings' request lengths and engine limits."""
+    prompt = LengthDistribution.parse(settings.prompt_tokens, "prompt tokens")
+    output = LengthDistribution.parse(settings.output_tokens, "output tokens")
+    longest = prompt.max_tokens + output.max_tokens
+    scenario = build_scenario(profile, target_spec, 1, longest, weight_dtype=settings.dtype, kv_dtype=settings.dtype,
+                              activation_dtype=settings.dtype, allow_long_context=True, sampling=True)
+    capacity = get_saturation_rate_per_s(scenario, prompt, output, "off",
+                                         ServeConfig(settings.max_num_seqs, settings.max_num_batched_tokens, 16,
+                                                     settings.seed), seed=settings.seed)
+    return (settings.rate_per_s if settings.rate_per_s is not None else settings.load * capacity), capacity
+
+
 def run_serve_validation(profile_path, device, settings: ServeValidationSettings = ServeValidationSettings(),
                          target: str | ModelSpec = "tiny-llama-123m", draft: str | ModelSpec = "tiny-draft-2l",
                          log=print, check_machine: bool = True) -> dict:
@@ -156,7 +201,10 @@ def run_serve_validation(profile_path, device, settings: ServeValidationSettings
         raise InputError(f"{target} and {draft} must share a vocabulary for the exact rule")
     prompt = LengthDistribution.parse(s.prompt_tokens, "prompt tokens")
     output = LengthDistribution.parse(s.output_tokens, "output tokens")
-    requests = generate_requests(s.requests, s.rate_per_s, prompt, output, s.seed)
+    rate_per_s, capacity_per_s = get_offered_rate_per_s(profile, target_spec, s)
+    log(f"off's simulated capacity {capacity_per_s:.3g} requests/s: offering {rate_per_s:.3g}/s "
+        f"(load {rate_per_s / capacity_per_s:.2f})")
+    requests = generate_requests(s.requests, rate_per_s, prompt, output, s.seed)
     dtype = get_torch_dtype(s.dtype)
     target_model = build_decoder(target_spec, dtype, device.torch_device, s.seed)
     draft_model = build_decoder(draft_spec, dtype, device.torch_device, s.seed + 1)
@@ -176,7 +224,7 @@ def run_serve_validation(profile_path, device, settings: ServeValidationSettings
                 anchors.append(anchor.time_s())
                 anchor_labels.append(f"before {policy}" + (f" (attempt {len(attempts[policy]) + 1})"
                                                            if attempts[policy] else ""))
-            log(f"serving {s.requests} requests at {s.rate_per_s:g}/s, policy {policy} ...")
+            log(f"serving {s.requests} requests at {rate_per_s:.3g}/s, policy {policy} ...")
             stall_before = get_cpu_stall_s()
             run = run_serving_loop(target_model, draft_model, requests, config, s.seed)
             stall_after = get_cpu_stall_s()
@@ -209,19 +257,24 @@ def run_serve_validation(profile_path, device, settings: ServeValidationSettings
     for policy, run in runs.items():
         max_k = run.config.k
         pricer = StepPricer(scenario, s.max_num_seqs, s.max_num_batched_tokens, longest + 2 * max_k + 1, max_k)
-        sims = [simulate(scenario, requests, policy, ServeConfig(s.max_num_seqs, s.max_num_batched_tokens, 16, seed),
-                         pricer) for seed in range(s.sim_seeds)]
+        configs = [ServeConfig(s.max_num_seqs, s.max_num_batched_tokens, 16, seed) for seed in range(s.sim_seeds)]
+        sims = [simulate(scenario, requests, policy, config, pricer) for config in configs]
         measured = run.to_serve_result(device.name, target, draft)
         m_summary = measured.get_summary()
         s_summaries = [r.get_summary() for r in sims]
         comparison = _compare(m_summary, s_summaries)
         goals_met &= all(c["meets_goal"] for c in comparison.values())
+        step_model = _step_model(run, pricer, draft_prefills=max_k > 0)
+        ratio = step_model["measured_over_priced_time_weighted"] or 1.0
+        at_speed = _compare(m_summary, [_simulate_at_speed(scenario, requests, policy, config, pricer, ratio)
+                                        for config in configs])
         keep = ("duration_s", "output_tokens_per_s", "mean_batch", "max_batch", "steps", "mean_k", "ttft_s", "tpot_s",
                 "itl_s", "latency_s")
         policies.append({
             "policy": policy, "comparison": comparison,
             "measured": {key: m_summary[key] for key in keep}, "simulated": {key: s_summaries[0][key] for key in keep},
-            "step_model": _step_model(run, pricer, draft_prefills=max_k > 0),
+            "step_model": step_model,
+            "at_measured_step_speed": {"step_time_ratio": ratio, "comparison": at_speed},
             "batch_share": {"measured": _batch_share(run.timeline, s.max_num_seqs),
                             "simulated": _batch_share(sims[0].timeline, s.max_num_seqs)},
             "requests": {"measured_ttft_s": _finite(measured.ttft_s), "simulated_ttft_s": _finite(sims[0].ttft_s),
@@ -235,7 +288,8 @@ def run_serve_validation(profile_path, device, settings: ServeValidationSettings
         "torch": torch.__version__, "threads": torch.get_num_threads(), "dtype": s.dtype, "model": target,
         "draft": draft, "created": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
         "settings": asdict(s), "arrivals": "poisson", "requests": s.requests,
-        "offered_rate_per_s": s.rate_per_s, "load_average_before": list(load_before),
+        "offered_rate_per_s": rate_per_s, "simulated_capacity_per_s": capacity_per_s,
+        "offered_load": rate_per_s / capacity_per_s, "load_average_before": list(load_before),
         "load_average_after": list(load_after), "measured_wall_s": measured_s,
         "acceptance": acceptance.to_dict(), "policies": policies,
         "goals": {"p50": GOAL_P50, "p90": GOAL_P90}, "meets_goal": bool(goals_met), "machine_speed": machine,
@@ -245,14 +299,19 @@ def run_serve_validation(profile_path, device, settings: ServeValidationSettings
                   "machine and far more when other processes share the cores: cpu_contended_share is the share "
                   "of each run during which some task waited for a CPU (Linux PSI), which the loop's own threads "
                   "do not cause on their own; the load averages count the loop's own threads. machine_speed: the "
-                  "profile's machine-speed anchors re-timed before each run and at the end (time now / then)."),
+                  "profile's machine-speed anchors re-timed before each run and at the end (time now / then). "
+                  "offered_load: the offered rate over the capacity the simulator gives off on this profile. "
+                  "at_measured_step_speed: the simulation with every step at the run's measured / priced step time "
+                  "(a diagnostic of the queueing model, not a goal)."),
     }
 
 
 def print_serve_report(report: dict, log=print) -> None:
     acc = report["acceptance"]
+    load = report.get("offered_load")
     log(f"{report['model']} + {report['draft']} on {report['device']} ({report['dtype']}), {report['requests']} "
-        f"requests at {report['offered_rate_per_s']:g}/s; measured acceptance E = {acc['expected_tokens']:.2f} at "
+        f"requests at {report['offered_rate_per_s']:.3g}/s" + ("" if load is None else f" (load {load:.2f} of off's "
+        f"simulated capacity {report['simulated_capacity_per_s']:.3g}/s)") + f"; measured acceptance E = {acc['expected_tokens']:.2f} at "
         f"k = {acc['k']}; load average {report['load_average_before'][0]:.2f} -> {report['load_average_after'][0]:.2f}")
     for row in report["policies"]:
         parts = [f"{name} {c['measured_s'] / MILLI:.0f} / {c['simulated_s'] / MILLI:.0f} ms ({c['error']:+.0%})"
@@ -268,6 +327,10 @@ def print_serve_report(report: dict, log=print) -> None:
         log(f"            mean batch {row['measured']['mean_batch']:.2f} / {row['simulated']['mean_batch']:.2f}; "
             f"steps measured / priced (median): {kinds}; outside the forwards {steps['outside_models_share']:.1%}")
         log(f"            decode-only steps by batch, measured / priced ms: {batches}")
+        at_speed = row.get("at_measured_step_speed")
+        if at_speed:
+            log(f"            at the loop's own step speed ({at_speed['step_time_ratio']:.2f}x the prices; a "
+                "diagnostic): " + "; ".join(f"{name} {c['error']:+.0%}" for name, c in at_speed["comparison"].items()))
     log(f"goals (p50 within {report['goals']['p50']:.0%}, p90 within {report['goals']['p90']:.0%}): "
         + ("met" if report["meets_goal"] else "NOT met"))
     if report.get("machine_speed"):
@@ -279,4 +342,4 @@ def print_serve_report(report: dict, log=print) -> None:
 
 
 __all__ = ["ServeValidationSettings", "run_serve_validation", "print_serve_report", "get_cpu_stall_s", "GOAL_P50",
-           "GOAL_P90", "CONTENDED_SHARE"]
+           "GOAL_P90", "CONTENDED_SHARE", "DEFAULT_LOAD", "get_offered_rate_per_s"]

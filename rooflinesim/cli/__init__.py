@@ -139,7 +139,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
     p.add_argument("--serve", action="store_true", help="instead: a measured continuous-batching loop (Poisson "
                    "arrivals, off and fixed:K) against 'rooflinesim serve' on the same requests (~2-3 min on 2 cores)")
-    p.add_argument("--rate", type=float, default=None, help="--serve: requests per second (default 1.2)")
+    p.add_argument("--load", type=float, default=None, help="--serve: offered load as a share of off's simulated "
+                   "capacity on the profile (default 0.6)")
+    p.add_argument("--rate", type=float, default=None, help="--serve: requests per second instead of --load")
     p.add_argument("--requests", type=int, default=None, help="--serve: requests per policy (default 60)")
     p.add_argument("--k", type=int, default=None, help="--serve: drafts per step of the speculative run (default 2)")
     p.set_defaults(handler=cmd_validate)

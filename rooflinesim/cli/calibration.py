@@ -149,7 +149,7 @@ def cmd_validate(args) -> int:
     profile = load_profile(profile_path)
     if args.serve:
         return cmd_validate_serve(args, profile_path, profile, out_dir)
-    for name in ("rate", "requests", "k"):
+    for name in ("load", "rate", "requests", "k"):
         if getattr(args, name, None) is not None:
             raise InputError(f"--{name} belongs to 'validate --serve'")
     dtypes = [normalize_dtype(args.dtype)] if args.dtype else list(profile.measured.dtypes)
@@ -186,7 +186,9 @@ def cmd_validate_serve(args, profile_path, profile, out_dir) -> int:
     measured_dtypes = list(profile.measured.dtypes)
     dtype = normalize_dtype(args.dtype) if args.dtype else ("fp32" if "fp32" in measured_dtypes else measured_dtypes[0])
     settings = ServeValidationSettings(dtype=dtype, seed=args.seed)
-    for name, field in (("rate", "rate_per_s"), ("requests", "requests"), ("k", "k")):
+    if args.rate is not None and args.load is not None:
+        raise InputError("give --rate (requests per second) or --load (a share of the capacity), not both")
+    for name, field in (("load", "load"), ("rate", "rate_per_s"), ("requests", "requests"), ("k", "k")):
         if getattr(args, name) is not None:
             settings = replace(settings, **{field: getattr(args, name)})
     settings.check()

@@ -56,9 +56,12 @@ def get_serve_validation_data(report) -> dict:
         errors = {name: c.get("error") for name, c in row["comparison"].items()}
         out.append({"policy": row["policy"], "curves": curves, "errors": errors,
                     "batch_share": row["batch_share"], "contended": row.get("cpu_contended_share")})
+    rate, load = data.get("offered_rate_per_s"), data.get("offered_load")
+    rate = f"{rate:.3g}" if isinstance(rate, (int, float)) else "?"
+    load = f" (load {load:.2f} of off's simulated capacity)" if isinstance(load, (int, float)) else ""
     return {"policies": out, "title": (
         f"Serving loop vs simulator: {data.get('model', '?')} + {data.get('draft', '?')} on {data.get('device', '?')} "
-        f"({data.get('dtype', '?')}), {data.get('requests', '?')} requests at {data.get('offered_rate_per_s', '?')}/s"),
+        f"({data.get('dtype', '?')}), {data.get('requests', '?')} requests at {rate}/s{load}"),
         "meets_goal": data.get("meets_goal"), "goals": data.get("goals", {}),
         "machine_speed": describe_machine_speed(data)}
 

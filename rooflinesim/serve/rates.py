@@ -18,6 +18,8 @@ import os
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
 
+import numpy as np
+
 from ..scenario import Scenario
 from ..specs import InputError
 from .engine import ServeConfig, simulate
@@ -57,6 +59,23 @@ def run_one(scenario: Scenario, workload: WorkloadSpec, rate_per_s: float | None
     """One simulation's summary (a top-level function: executors pickle it)."""
     result = simulate(scenario, workload.get_requests(rate_per_s), policy, config)
     return {"rate_per_s": rate_per_s, **result.get_summary(slo_ttft_s, slo_tpot_s)}
+
+
+def get_saturation_rate_per_s(scenario: Scenario, prompt: LengthDistribution, output: LengthDistribution,
+                              policy: str = "off", config: ServeConfig = ServeConfig(), requests: int = 400,
+                              seed: int = 0) -> float:
+    """The most requests per second one instance sustains under `policy` (its capacity, for expressing an offered
+    load as a utilisation): `requests` requests of the given lengths all wait at t = 0, so the engine never idles, and
+    the rate is read between the 10th and the 90th percentile of the finish times, where the batch is full (the
+    start, with every slot prefilling, and the drain, with the batch emptying, are left out)."""
+    lengths = generate_requests(requests, 1.0, prompt, output, seed)
+    waiting = Requests(np.zeros(requests), lengths.prompt_tokens, lengths.output_tokens)
+    finish = np.sort(simulate(scenario, waiting, policy, config).finish_s)
+    lo, hi = int(0.1 * requests), int(0.9 * requests) - 1
+    span_s = float(finish[hi] - finish[lo])
+    if hi <= lo or span_s <= 0:
+        raise InputError(f"capacity needs at least 20 requests, got {requests}")
+    return (hi - lo) / span_s
 
 
 def run_rate_sweep(scenario: Scenario, workload: WorkloadSpec, rates, policies: list[str], config: ServeConfig,
@@ -115,7 +134,7 @@ def get_crossovers(rows: list[dict]) -> list[dict]:
     return out
 
 
-__all__ = ["WorkloadSpec", "run_one", "run_rate_sweep", "get_crossovers", "THROUGHPUT_TIE", "DEFAULT_REQUESTS"]
+__all__ = ["WorkloadSpec", "run_one", "run_rate_sweep", "get_saturation_rate_per_s", "get_crossovers", "THROUGHPUT_TIE", "DEFAULT_REQUESTS"]
 
 
 def parse_rates(text: str) -> list[float]:

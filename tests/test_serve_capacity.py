@@ -1,0 +1,92 @@
+"""Offered load as a utilisation: the simulated capacity (`serve.rates.get_saturation_rate_per_s`) against a
+hand-computed decode bound, served below it and saturating above it; and the time-rescaled replay that
+`validate --serve` uses as its step-speed diagnostic, against a simulation whose every step price is scaled."""
+
+from dataclasses import replace
+
+import numpy as np
+import pytest
+
+from rooflinesim.calibrate.serve_validate import _simulate_at_speed
+from rooflinesim.scenario import build_scenario
+from rooflinesim.serve import LengthDistribution, ServeConfig, StepPricer, generate_requests, simulate
+from rooflinesim.serve.rates import get_saturation_rate_per_s
+from rooflinesim.specs import InputError
+from rooflinesim.step import get_workload_step
+
+PROMPT, OUTPUT = LengthDistribution.parse("8", "p"), LengthDistribution.parse("256", "o")
+CONFIG = ServeConfig(max_num_seqs=16, max_num_batched_tokens=512)
+
+
+def _scenario(**options):
+    return build_scenario("a100", "llama-3.1-8b", draft="llama-3.2-1b", alpha=0.8, k_values=[0], **options)
+
+
+def test_capacity_is_the_full_batch_decode_rate():
+    # 8-token prompts and 256-token outputs: a request is almost only its 255 decode steps at the full batch of 16,
+    # whose mean context is 8 + 128 = 136 tokens. Capacity = 16 requests per 255 such steps (+ the prefill chunks,
+    # < 1 % of a step's tokens), so the hand bound is 16 / (255 x step(16, 136)), met from below within 2 %.
+    scenario = _scenario()
+    capacity = get_saturation_rate_per_s(scenario, PROMPT, OUTPUT, "off", CONFIG, requests=400)
+    w = scenario.workload
+    step_s = float(get_workload_step(scenario.hardware, scenario.model, w, 1, scenario.timing, 136, 16).step_time_s)
+    bound = 16 / (255 * step_s)
+    assert 0.98 * bound <= capacity <= 1.001 * bound
+
+
+def test_below_capacity_the_offered_rate_is_served_and_above_it_the_capacity():
+    scenario = _scenario()
+    capacity = get_saturation_rate_per_s(scenario, PROMPT, OUTPUT, "off", CONFIG)
+    light = simulate(scenario, generate_requests(600, 0.5 * capacity, PROMPT, OUTPUT, 1), "off", CONFIG)
+    assert light.get_summary()["mean_batch"] < 0.75 * CONFIG.max_num_seqs
+    heavy = simulate(scenario, generate_requests(600, 2.0 * capacity, PROMPT, OUTPUT, 1), "off", CONFIG)
+    finish = np.sort(heavy.finish_s)
+    rate = 480 / (finish[539] - finish[59])  # steady state, as the capacity is read
+    assert rate == pytest.approx(capacity, rel=0.03)
+    assert heavy.get_summary()["mean_batch"] > 0.95 * CONFIG.max_num_seqs
+
+
+def test_capacity_grows_with_the_batch_the_engine_may_run():
+    scenario = _scenario()
+    small = get_saturation_rate_per_s(scenario, PROMPT, OUTPUT, "off", replace(CONFIG, max_num_seqs=4))
+    large = get_saturation_rate_per_s(scenario, PROMPT, OUTPUT, "off", CONFIG)
+    assert large > 2.5 * small  # decode is memory-bound at these batches: 4x the batch costs far less than 4x time
+
+
+def test_capacity_needs_enough_requests():
+    with pytest.raises(InputError, match="20 requests"):
+        get_saturation_rate_per_s(_scenario(), PROMPT, OUTPUT, "off", CONFIG, requests=5)
+
+
+def _scaled_pricer(pricer: StepPricer, scale: float) -> StepPricer:
+    """The same pricer with every step price (decode groups, token tables, chunk attention) times `scale`."""
+    pricer.decode_step_s = pricer.decode_step_s * scale
+    pricer._decode_lists = pricer.decode_step_s.tolist()
+    pricer._rows = {}
+    for name in ("target", "draft"):
+        table = getattr(pricer, name)
+        if table is not None:
+            setattr(pricer, name, replace(table, body_s=table.body_s * scale, head_s=table.head_s * scale,
+                                          chunk_attention_s=table.chunk_attention_s * scale))
+    return pricer
+
+
+@pytest.mark.parametrize("policy", ["off", "fixed:3", "dynamic:4"])
+def test_replay_at_a_step_speed_is_the_schedule_with_every_price_scaled(policy):
+    # scaling every duration and every arrival by c scales the whole schedule by c; with c = 2 every product and
+    # quotient is exact in binary floating point, so the two simulations agree to the last bit
+    scenario = _scenario()
+    requests = generate_requests(200, 6.0, LengthDistribution.parse("uniform:64:2048", "p"),
+                                 LengthDistribution.parse("uniform:16:256", "o"), seed=4)
+    config = ServeConfig(max_num_seqs=32, max_num_batched_tokens=1024, seed=2)
+
+    def pricer():
+        return StepPricer(scenario, 32, 1024, 2048 + 256 + 9, 4)
+
+    replayed = _simulate_at_speed(scenario, requests, policy, config, pricer(), 2.0)
+    slower = simulate(scenario, requests, policy, config, _scaled_pricer(pricer(), 2.0)).get_summary()
+    for metric in ("ttft_s", "tpot_s"):
+        assert replayed[metric] == slower[metric]
+    plain = simulate(scenario, requests, policy, config, pricer()).get_summary()
+    assert _simulate_at_speed(scenario, requests, policy, config, pricer(), 1.0)["ttft_s"] == plain["ttft_s"]
+    assert replayed["ttft_s"]["p90"] > 2.0 * plain["ttft_s"]["p90"]  # the same load on a slower engine queues more
