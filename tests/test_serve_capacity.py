@@ -1,16 +1,17 @@
 """Offered load as a utilisation: the simulated capacity (`serve.rates.get_saturation_rate_per_s`) against a
-hand-computed decode bound, served below it and saturating above it; and the time-rescaled replay that
-`validate --serve` uses as its step-speed diagnostic, against a simulation whose every step price is scaled."""
+hand-computed decode bound, served below it and saturating above it; the time-rescaled replay
+(`serve.uncertainty.simulate_at_step_speed`) against a simulation whose every step price is scaled; and the serving
+step's error under a measured profile, against predict's interval."""
 
 from dataclasses import replace
 
 import numpy as np
 import pytest
 
-from rooflinesim.calibrate.serve_validate import _simulate_at_speed
 from rooflinesim.scenario import build_scenario
 from rooflinesim.serve import LengthDistribution, ServeConfig, StepPricer, generate_requests, simulate
 from rooflinesim.serve.rates import get_saturation_rate_per_s
+from rooflinesim.serve.uncertainty import get_step_rel_sigma, get_step_speed_interval, simulate_at_step_speed
 from rooflinesim.specs import InputError
 from rooflinesim.step import get_workload_step
 
@@ -83,10 +84,28 @@ def test_replay_at_a_step_speed_is_the_schedule_with_every_price_scaled(policy):
     def pricer():
         return StepPricer(scenario, 32, 1024, 2048 + 256 + 9, 4)
 
-    replayed = _simulate_at_speed(scenario, requests, policy, config, pricer(), 2.0)
+    replayed = simulate_at_step_speed(scenario, requests, policy, config, pricer(), 2.0)
     slower = simulate(scenario, requests, policy, config, _scaled_pricer(pricer(), 2.0)).get_summary()
     for metric in ("ttft_s", "tpot_s"):
         assert replayed[metric] == slower[metric]
     plain = simulate(scenario, requests, policy, config, pricer()).get_summary()
-    assert _simulate_at_speed(scenario, requests, policy, config, pricer(), 1.0)["ttft_s"] == plain["ttft_s"]
+    assert simulate_at_step_speed(scenario, requests, policy, config, pricer(), 1.0)["ttft_s"] == plain["ttft_s"]
     assert replayed["ttft_s"]["p90"] > 2.0 * plain["ttft_s"]["p90"]  # the same load on a slower engine queues more
+
+
+def test_step_sigma_is_predicts_speculative_step_interval():
+    import rooflinesim
+
+    profile = "calibrate/cpu-intel-xeon-2c.yaml"
+    scenario = build_scenario(profile, "tiny-llama-123m", 1, 256, weight_dtype="fp32", kv_dtype="fp32",
+                              activation_dtype="fp32", draft="tiny-draft-2l", alpha=0.7, k_values=[0])
+    for k in (0, 2):
+        p = rooflinesim.predict(hw=profile, model="tiny-llama-123m", draft="tiny-draft-2l", alpha=0.7, batch=3,
+                                ctx=200, k=max(k, 1), weight_dtype="fp32", kv_dtype="fp32", activation_dtype="fp32")
+        low, high = (p.decode.step_time_s_low, p.decode.step_time_s_high) if k == 0 else p.speculative.step_interval
+        sigma = get_step_rel_sigma(scenario, 3.2, 200, k)  # a mean batch rounds to the nearest whole batch
+        assert 0 < sigma < 1
+        scale_low, scale_high = get_step_speed_interval(sigma)
+        assert scale_low * scale_high == pytest.approx(1.0)
+        assert scale_high == pytest.approx((high / low) ** 0.5, rel=1e-9)
+    assert get_step_rel_sigma(_scenario(), 8, 1024, 2) is None  # the datasheet roofline has no interval

@@ -141,6 +141,12 @@ def test_serve_validation_report_and_chart(tmp_path):
         ratio = row["at_measured_step_speed"]["step_time_ratio"]
         assert ratio == row["step_model"]["measured_over_priced_time_weighted"] and ratio > 0
         assert set(row["at_measured_step_speed"]["comparison"]) == set(row["comparison"])
+        interval = row["interval"]  # the step model's 90 % interval, around the simulated percentile
+        assert 0 < interval["step_rel_sigma"] < 1
+        for name, c in row["comparison"].items():
+            band = interval[name]
+            assert band["low_s"] <= c["simulated_s"] <= band["high_s"]  # slower steps, later tokens
+            assert band["measured_inside"] == (band["low_s"] <= c["measured_s"] <= band["high_s"])
         assert len(row["cpu_contended_share_of_attempts"]) == 1
         assert [b["batch"] for b in row["step_model"]["decode_by_batch"]] == sorted(
             b["batch"] for b in row["step_model"]["decode_by_batch"])
@@ -150,6 +156,11 @@ def test_serve_validation_report_and_chart(tmp_path):
     assert report["acceptance"]["k"] == 2 and 1 <= report["acceptance"]["expected_tokens"] <= 3
     path = tmp_path / "r.json"
     path.write_text(text)
+    from rooflinesim.plots.serve_validation import get_serve_validation_data
+
+    bands = get_serve_validation_data(path)["policies"][0]["intervals"]
+    assert set(bands) == {"ttft_p50", "ttft_p90", "tpot_p50", "tpot_p90"}
+    assert all(low < high for low, high in bands.values())
     fig = plot_serve_validation(path)
     assert len(fig.axes) == 3
     fig.savefig(tmp_path / "r.png")

@@ -27,7 +27,8 @@ from the profile's `sample` and `accept_rule` fits). `at_measured_step_speed` th
 step price scaled by that ratio (exactly: scaling every duration and arrival time by c scales the whole schedule by
 c, so the requests are replayed with arrivals / c and the results multiplied by c): what the simulator's queueing and
 scheduling predict given the loop's own step speed. It is a diagnostic, never the goal: it separates the step
-model's error, amplified by the queue, from the scheduling model's.
+model's error, amplified by the queue, from the scheduling model's. `interval` gives each simulated percentile's
+90 % interval from the step model's own error (`serve.uncertainty`), and whether the measured value is inside.
 """
 
 from __future__ import annotations
@@ -46,6 +47,7 @@ from ..registry import load_model
 from ..scenario import build_scenario
 from ..serve import LengthDistribution, Requests, ServeConfig, StepPricer, generate_requests, simulate
 from ..serve.rates import get_saturation_rate_per_s
+from ..serve.uncertainty import get_step_rel_sigma, get_step_speed_interval, simulate_at_step_speed
 from ..specs import InputError, ModelSpec
 from ..units import MICRO, MILLI
 from .anchor import Anchor, compare_anchor, describe_anchor
@@ -163,13 +165,25 @@ def _compare(measured: dict, simulated: list[dict]) -> dict:
     return out
 
 
-def _simulate_at_speed(scenario, requests: Requests, policy: str, config: ServeConfig, pricer: StepPricer,
-                       scale: float) -> dict:
-    """The simulation's TTFT / TPOT percentiles had every step taken `scale` times its price: the same schedule on a
-    clock `scale` times slower, i.e. the requests replayed with arrivals / scale and every time multiplied back."""
-    slower = Requests(requests.arrival_s / scale, requests.prompt_tokens, requests.output_tokens)
-    summary = simulate(scenario, slower, policy, config, pricer).get_summary()
-    return {metric: {p: v * scale for p, v in summary[metric].items()} for metric in METRICS}
+def _interval(scenario, requests, policy, configs, pricer, simulated: list[dict], measured: dict, k: int) -> dict | None:
+    """The simulated TTFT / TPOT percentiles' 90 % interval from the step model's (`serve.uncertainty`: the runs at
+    both ends of the step-time interval, at the simulated mean batch and the requests' mean context), and whether
+    each measured value falls inside; None without a measured profile."""
+    batch = float(np.mean([r["mean_batch"] for r in simulated]))
+    context = float(np.mean(requests.prompt_tokens + requests.output_tokens / 2))
+    sigma = get_step_rel_sigma(scenario, batch, context, k)
+    if sigma is None:
+        return None
+    ends = [[simulate_at_step_speed(scenario, requests, policy, config, pricer, scale) for config in configs]
+            for scale in get_step_speed_interval(sigma)]
+    out = {"step_rel_sigma": sigma, "at_batch": batch, "at_context_tokens": context}
+    for metric in METRICS:
+        for p in ("p50", "p90"):
+            low, high = (float(np.mean([r[metric][p] for r in end])) for end in ends)
+            value = measured[metric][p]
+            out[f"{metric[:-2]}_{p}"] = {"low_s": low, "high_s": high,
+                                         "measured_inside": bool(value is not None and low <= value <= high)}
+    return out
 
 
 def get_offered_rate_per_s(profile, target_spec: ModelSpec, settings: "ServeValidationSettings") -> tuple[float, float]:
@@ -266,8 +280,9 @@ def run_serve_validation(profile_path, device, settings: ServeValidationSettings
         goals_met &= all(c["meets_goal"] for c in comparison.values())
         step_model = _step_model(run, pricer, draft_prefills=max_k > 0)
         ratio = step_model["measured_over_priced_time_weighted"] or 1.0
-        at_speed = _compare(m_summary, [_simulate_at_speed(scenario, requests, policy, config, pricer, ratio)
+        at_speed = _compare(m_summary, [simulate_at_step_speed(scenario, requests, policy, config, pricer, ratio)
                                         for config in configs])
+        interval = _interval(scenario, requests, policy, configs, pricer, s_summaries, m_summary, max_k)
         keep = ("duration_s", "output_tokens_per_s", "mean_batch", "max_batch", "steps", "mean_k", "ttft_s", "tpot_s",
                 "itl_s", "latency_s")
         policies.append({
@@ -275,6 +290,7 @@ def run_serve_validation(profile_path, device, settings: ServeValidationSettings
             "measured": {key: m_summary[key] for key in keep}, "simulated": {key: s_summaries[0][key] for key in keep},
             "step_model": step_model,
             "at_measured_step_speed": {"step_time_ratio": ratio, "comparison": at_speed},
+            "interval": interval,
             "batch_share": {"measured": _batch_share(run.timeline, s.max_num_seqs),
                             "simulated": _batch_share(sims[0].timeline, s.max_num_seqs)},
             "requests": {"measured_ttft_s": _finite(measured.ttft_s), "simulated_ttft_s": _finite(sims[0].ttft_s),
@@ -302,7 +318,8 @@ def run_serve_validation(profile_path, device, settings: ServeValidationSettings
                   "profile's machine-speed anchors re-timed before each run and at the end (time now / then). "
                   "offered_load: the offered rate over the capacity the simulator gives off on this profile. "
                   "at_measured_step_speed: the simulation with every step at the run's measured / priced step time "
-                  "(a diagnostic of the queueing model, not a goal)."),
+                  "(a diagnostic of the queueing model, not a goal). interval: the simulated percentiles at both "
+                  "ends of the step model's 90 % interval (rooflinesim.serve.uncertainty)."),
     }
 
 
@@ -327,6 +344,12 @@ def print_serve_report(report: dict, log=print) -> None:
         log(f"            mean batch {row['measured']['mean_batch']:.2f} / {row['simulated']['mean_batch']:.2f}; "
             f"steps measured / priced (median): {kinds}; outside the forwards {steps['outside_models_share']:.1%}")
         log(f"            decode-only steps by batch, measured / priced ms: {batches}")
+        interval = row.get("interval")
+        if interval:
+            inside = [name for name, c in interval.items() if isinstance(c, dict) and c["measured_inside"]]
+            log(f"            90 % interval from the step model (sigma {interval['step_rel_sigma']:.1%} per step): "
+                + "; ".join(f"{name} {c['low_s'] / MILLI:.0f}-{c['high_s'] / MILLI:.0f} ms" for name, c in
+                            interval.items() if isinstance(c, dict)) + f"; measured inside {len(inside)} of 4")
         at_speed = row.get("at_measured_step_speed")
         if at_speed:
             log(f"            at the loop's own step speed ({at_speed['step_time_ratio']:.2f}x the prices; a "

@@ -54,7 +54,10 @@ def get_serve_validation_data(report) -> dict:
                 values, share = _ecdf(r[f"{side}_{metric}_s"])
                 curves[f"{side}_{metric}"] = (values / MILLI, share)  # ms, share of requests
         errors = {name: c.get("error") for name, c in row["comparison"].items()}
-        out.append({"policy": row["policy"], "curves": curves, "errors": errors,
+        interval = row.get("interval") or {}  # the step model's 90 % interval on each simulated percentile (ms)
+        intervals = {name: (c["low_s"] / MILLI, c["high_s"] / MILLI) for name, c in interval.items()
+                     if isinstance(c, dict) and "low_s" in c}
+        out.append({"policy": row["policy"], "curves": curves, "errors": errors, "intervals": intervals,
                     "batch_share": row["batch_share"], "contended": row.get("cpu_contended_share")})
     rate, load = data.get("offered_rate_per_s"), data.get("offered_load")
     rate = f"{rate:.3g}" if isinstance(rate, (int, float)) else "?"
@@ -72,8 +75,9 @@ def _fmt(error) -> str:
 
 def plot_serve_validation(report):
     """Three panels: the TTFT and TPOT distributions over requests (ECDF, log scale when they span more than 10x:
-    measured solid, simulated dashed; the legend gives the simulator's p50 / p90 errors and how much of a measured run
-    the CPU was contended by other processes), and the share of busy time at each running batch."""
+    measured solid, simulated dashed, a translucent bar at p50 and p90 for the simulated percentile's 90 % interval
+    from the step model; the legend gives the simulator's p50 / p90 errors and how much of a measured run the CPU was
+    contended by other processes), and the share of busy time at each running batch."""
     data = get_serve_validation_data(report)
     fig, (ttft, tpot, share) = _new_figure((15.0, 4.8), ncols=3)
     n_pol = len(data["policies"])
@@ -88,6 +92,10 @@ def plot_serve_validation(report):
             x, y = row["curves"][f"simulated_{metric}"]
             ax.step(x, y, where="post", color=color, linestyle="--",
                     label=f"{row['policy']} simulated (p50 {_fmt(e50)}, p90 {_fmt(e90)})")
+            for p in (0.5, 0.9):  # the simulated percentile's 90 % interval from the step model
+                band = row["intervals"].get(f"{metric}_p{int(p * 100)}")
+                if band:
+                    ax.plot(band, (p, p), color=color, linewidth=4, alpha=0.35, solid_capstyle="butt")
         for j, side in enumerate(("measured", "simulated")):
             values = np.asarray(row["batch_share"][side])
             batches = np.arange(1, values.size + 1)
