@@ -91,11 +91,13 @@ def plot_serve_validation(report):
             ax.step(x, y, where="post", color=color, label=f"{row['policy']} measured{contended}")
             x, y = row["curves"][f"simulated_{metric}"]
             ax.step(x, y, where="post", color=color, linestyle="--",
-                    label=f"{row['policy']} simulated (p50 {_fmt(e50)}, p90 {_fmt(e90)})")
-            for p in (0.5, 0.9):  # the simulated percentile's 90 % interval from the step model
+                    label=f"{row['policy']} simulated (p50 {_fmt(e50)}, p90 {_fmt(e90)})"
+                    + ("; bars: 90 % interval" if row["intervals"] else ""))
+            for p in (0.5, 0.9):  # the simulated percentile's 90 % interval, a little apart per policy
                 band = row["intervals"].get(f"{metric}_p{int(p * 100)}")
                 if band:
-                    ax.plot(band, (p, p), color=color, linewidth=4, alpha=0.35, solid_capstyle="butt")
+                    y = p + 0.02 * (i - (n_pol - 1) / 2)
+                    ax.plot(band, (y, y), color=color, linewidth=4, alpha=0.35, solid_capstyle="butt")
         for j, side in enumerate(("measured", "simulated")):
             values = np.asarray(row["batch_share"][side])
             batches = np.arange(1, values.size + 1)
@@ -108,6 +110,8 @@ def plot_serve_validation(report):
         values = np.concatenate([row["curves"][f"{side}_{what.lower()}"][0] for row in data["policies"]
                                  for side in ("measured", "simulated")])
         values = values[values > 0]
+        if values.size:  # the axis spans the distributions; an interval reaching past it is cut at the frame
+            ax.set_xlim(values.min() / 1.1, values.max() * 1.1)
         if values.size and values.max() / values.min() > 10:  # a wide range (queueing tails): log scale
             ax.set_xscale("log")
             ax.xaxis.set_major_formatter(ScalarFormatter())
