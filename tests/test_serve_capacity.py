@@ -109,3 +109,36 @@ def test_step_sigma_is_predicts_speculative_step_interval():
         assert scale_low * scale_high == pytest.approx(1.0)
         assert scale_high == pytest.approx((high / low) ** 0.5, rel=1e-9)
     assert get_step_rel_sigma(_scenario(), 8, 1024, 2) is None  # the datasheet roofline has no interval
+
+
+def test_serve_runs_carry_the_step_models_interval_under_a_measured_profile(capsys):
+    import json
+
+    from rooflinesim.cli import main
+    from rooflinesim.serve.rates import WorkloadSpec, run_one
+
+    workload = WorkloadSpec(LengthDistribution.parse("uniform:16:128", "p"), LengthDistribution.parse("32", "o"),
+                            requests=80, seed=1)
+    config = ServeConfig(max_num_seqs=8, max_num_batched_tokens=128)
+    measured = build_scenario("calibrate/cpu-intel-xeon-2c.yaml", "tiny-llama-123m", 1, 160, weight_dtype="fp32",
+                              kv_dtype="fp32", activation_dtype="fp32", draft="tiny-draft-2l", alpha=0.7,
+                              k_values=[0])
+    for policy in ("off", "fixed:2"):
+        row = run_one(measured, workload, 1.5, policy, config)
+        band = row["interval"]
+        assert 0 < band["step_rel_sigma"] < 1
+        for metric in ("ttft_s", "tpot_s", "latency_s"):
+            for p in ("p50", "p99"):
+                low, high = band[metric][p]
+                assert low <= row[metric][p] <= high and low < high
+    assert run_one(_scenario(), workload, 1.5, "fixed:2", config)["interval"] is None  # datasheet: no interval
+
+    args = ["serve", "--hw", "calibrate/cpu-intel-xeon-2c.yaml", "--model", "tiny-llama-123m", "--draft",
+            "tiny-draft-2l", "--alpha", "0.7", "--weight-dtype", "fp32", "--kv-dtype", "fp32", "--activation-dtype",
+            "fp32", "--max-num-seqs", "8", "--max-num-batched-tokens", "128", "--prompt-tokens", "uniform:16:128",
+            "--output-tokens", "32", "--requests", "60", "--rate", "1,2", "--policy", "off,fixed:2", "--workers", "1"]
+    assert main(args + ["--json"]) == 0
+    runs = json.loads(capsys.readouterr().out)["runs"]
+    assert len(runs) == 4 and all(r["interval"]["ttft_s"]["p50"][0] <= r["ttft_s"]["p50"] for r in runs)
+    assert main(args) == 0
+    assert "90 % interval" in capsys.readouterr().out

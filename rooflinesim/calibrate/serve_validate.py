@@ -45,7 +45,7 @@ from ..acceptance.measured import from_position_counts
 from ..profiles import get_host_cpu_model, load_profile
 from ..registry import load_model
 from ..scenario import build_scenario
-from ..serve import LengthDistribution, Requests, ServeConfig, StepPricer, generate_requests, simulate
+from ..serve import LengthDistribution, ServeConfig, StepPricer, generate_requests, simulate
 from ..serve.rates import get_saturation_rate_per_s
 from ..serve.uncertainty import get_step_rel_sigma, get_step_speed_interval, simulate_at_step_speed
 from ..specs import InputError, ModelSpec
@@ -165,7 +165,8 @@ def _compare(measured: dict, simulated: list[dict]) -> dict:
     return out
 
 
-def _interval(scenario, requests, policy, configs, pricer, simulated: list[dict], measured: dict, k: int) -> dict | None:
+def _interval(scenario, requests, policy, configs, pricer, simulated: list[dict], measured: dict,
+              k: int) -> dict | None:
     """The simulated TTFT / TPOT percentiles' 90 % interval from the step model's (`serve.uncertainty`: the runs at
     both ends of the step-time interval, at the simulated mean batch and the requests' mean context), and whether
     each measured value falls inside; None without a measured profile."""
@@ -326,10 +327,12 @@ def run_serve_validation(profile_path, device, settings: ServeValidationSettings
 def print_serve_report(report: dict, log=print) -> None:
     acc = report["acceptance"]
     load = report.get("offered_load")
+    at_load = "" if load is None else (f" (load {load:.2f} of off's simulated capacity "
+                                       f"{report['simulated_capacity_per_s']:.3g}/s)")
     log(f"{report['model']} + {report['draft']} on {report['device']} ({report['dtype']}), {report['requests']} "
-        f"requests at {report['offered_rate_per_s']:.3g}/s" + ("" if load is None else f" (load {load:.2f} of off's "
-        f"simulated capacity {report['simulated_capacity_per_s']:.3g}/s)") + f"; measured acceptance E = {acc['expected_tokens']:.2f} at "
-        f"k = {acc['k']}; load average {report['load_average_before'][0]:.2f} -> {report['load_average_after'][0]:.2f}")
+        f"requests at {report['offered_rate_per_s']:.3g}/s{at_load}; measured acceptance E = "
+        f"{acc['expected_tokens']:.2f} at k = {acc['k']}; load average {report['load_average_before'][0]:.2f} -> "
+        f"{report['load_average_after'][0]:.2f}")
     for row in report["policies"]:
         parts = [f"{name} {c['measured_s'] / MILLI:.0f} / {c['simulated_s'] / MILLI:.0f} ms ({c['error']:+.0%})"
                  for name, c in row["comparison"].items()]

@@ -83,6 +83,7 @@ def cmd_serve(args) -> int:
     from ..serve import ServeConfig, parse_policies, simulate
     from ..serve.rates import WorkloadSpec, get_crossovers, parse_rates, run_rate_sweep
     from ..serve.render import render_rate_sweep
+    from ..serve.uncertainty import get_summary_interval
     from ..serve.workload import LengthDistribution
 
     if args.output:
@@ -118,9 +119,12 @@ def cmd_serve(args) -> int:
     if args.output:
         if len(rates) != 1 or len(policies) != 1:
             raise InputError("-o writes one run's per-request log: give one --rate and one --policy")
-        result = simulate(scenario, workload.get_requests(rates[0]), policies[0], config)
+        requests = workload.get_requests(rates[0])
+        result = simulate(scenario, requests, policies[0], config)
         write_text_atomic(args.output, result.get_request_log_jsonl())
-        rows = [{"rate_per_s": rates[0], **result.get_summary(args.slo_ttft, args.slo_tpot)}]
+        summary = result.get_summary(args.slo_ttft, args.slo_tpot)
+        rows = [{"rate_per_s": rates[0], **summary,
+                 "interval": get_summary_interval(scenario, requests, policies[0], config, summary)}]
     else:
         rows = run_rate_sweep(scenario, workload, rates, policies, config, args.slo_ttft, args.slo_tpot,
                               args.dask, args.workers)

@@ -23,6 +23,7 @@ import numpy as np
 from ..scenario import Scenario
 from ..specs import InputError
 from .engine import ServeConfig, simulate
+from .uncertainty import get_summary_interval
 from .workload import LengthDistribution, Requests, generate_requests, load_trace
 
 THROUGHPUT_TIE = 0.99
@@ -57,8 +58,11 @@ class WorkloadSpec:
 def run_one(scenario: Scenario, workload: WorkloadSpec, rate_per_s: float | None, policy: str, config: ServeConfig,
             slo_ttft_s: float | None = None, slo_tpot_s: float | None = None) -> dict:
     """One simulation's summary (a top-level function: executors pickle it)."""
-    result = simulate(scenario, workload.get_requests(rate_per_s), policy, config)
-    return {"rate_per_s": rate_per_s, **result.get_summary(slo_ttft_s, slo_tpot_s)}
+    requests = workload.get_requests(rate_per_s)
+    summary = simulate(scenario, requests, policy, config).get_summary(slo_ttft_s, slo_tpot_s)
+    # under a measured profile: the latency percentiles' 90 % interval from the step model's (None otherwise)
+    return {"rate_per_s": rate_per_s, **summary,
+            "interval": get_summary_interval(scenario, requests, policy, config, summary)}
 
 
 def get_saturation_rate_per_s(scenario: Scenario, prompt: LengthDistribution, output: LengthDistribution,
@@ -134,7 +138,8 @@ def get_crossovers(rows: list[dict]) -> list[dict]:
     return out
 
 
-__all__ = ["WorkloadSpec", "run_one", "run_rate_sweep", "get_saturation_rate_per_s", "get_crossovers", "THROUGHPUT_TIE", "DEFAULT_REQUESTS"]
+__all__ = ["WorkloadSpec", "run_one", "run_rate_sweep", "get_saturation_rate_per_s", "get_crossovers", "THROUGHPUT_TIE",
+           "DEFAULT_REQUESTS"]
 
 
 def parse_rates(text: str) -> list[float]:

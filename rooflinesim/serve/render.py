@@ -24,15 +24,20 @@ def render_rate_sweep(rows: list[dict], crossovers: list[dict], console, title: 
         table = Table(title=escape(f"{title}: policy {policy}"))
         columns = ("rate/s", "out tok/s", "goodput req/s", "TTFT p50 / p99 ms", "TPOT p50 / p99 ms",
                    "ITL p99 ms", "latency p50 / p99 s", "batch", "k", "KV use", "preempt")
-        for column in columns:
+        intervals = any(r.get("interval") for r in policy_rows)  # a measured profile: the step model's 90 % interval
+        for column in columns + (("p50 TTFT / TPOT 90 % interval ms",) if intervals else ()):
             table.add_column(escape(column), justify="right")
         for r in policy_rows:
+            band = r.get("interval")
+            extra = () if not intervals else (("-",) if not band else (
+                f"{_ms(band['ttft_s']['p50'][0])}-{_ms(band['ttft_s']['p50'][1])} / "
+                f"{_ms(band['tpot_s']['p50'][0])}-{_ms(band['tpot_s']['p50'][1])}",))
             table.add_row(
                 "trace" if r["rate_per_s"] is None else f"{r['rate_per_s']:g}", f"{r['output_tokens_per_s']:,.0f}",
                 f"{r['goodput_requests_per_s']:,.2f}", f"{_ms(r['ttft_s']['p50'])} / {_ms(r['ttft_s']['p99'])}",
                 f"{_ms(r['tpot_s']['p50'])} / {_ms(r['tpot_s']['p99'])}", _ms(r["itl_s"]["p99"]),
                 f"{_s(r['latency_s']['p50'])} / {_s(r['latency_s']['p99'])}", f"{r['mean_batch']:.1f}",
-                f"{r['mean_k']:.2f}", f"{r['mean_kv_occupancy']:.0%}", str(r["preemptions"]))
+                f"{r['mean_k']:.2f}", f"{r['mean_kv_occupancy']:.0%}", str(r["preemptions"]), *extra)
         console.print(table)
     for c in crossovers:
         parts = []

@@ -10,7 +10,8 @@ Under a measured profile each step time has a 90 % interval T exp(-/+ 1.645 sigm
 README "How far to trust a number"). Its fit part is shared by every step of a run (the same tables price the same
 shapes at every step), so the serving metrics' interval is the simulation at the two ends, c = exp(-/+ 1.645 sigma),
 with sigma the speculative step's at the run's mean batch and context (`get_step_rel_sigma`). The per-call noise
-inside sigma would average out over many steps: counting it whole makes the interval a little wide.
+inside sigma would average out over many steps: counting it whole makes the interval a little wide. `rooflinesim
+serve` reports it per run under a measured profile (`get_summary_interval`: two more simulations per run).
 """
 
 from __future__ import annotations
@@ -55,4 +56,21 @@ def get_step_speed_interval(rel_sigma: float) -> tuple[float, float]:
     return float(np.exp(-Z90 * rel_sigma)), float(np.exp(Z90 * rel_sigma))
 
 
-__all__ = ["simulate_at_step_speed", "get_step_rel_sigma", "get_step_speed_interval", "TIME_METRICS"]
+def get_summary_interval(scenario: Scenario, requests: Requests, policy: str, config: ServeConfig,
+                         summary: dict, pricer: StepPricer | None = None) -> dict | None:
+    """The 90 % interval of a run's latency percentiles (`summary` is its `ServeResult.get_summary()`): the
+    simulations at both ends of the step model's interval, sigma at the run's mean batch and k and the requests'
+    mean context. {"step_rel_sigma", "<metric>": {"<percentile>": [low, high]}} over TIME_METRICS; None under the
+    datasheet roofline."""
+    context = float(np.mean(requests.prompt_tokens + requests.output_tokens / 2))
+    sigma = get_step_rel_sigma(scenario, summary["mean_batch"], context, int(round(summary["mean_k"])))
+    if sigma is None:
+        return None
+    low, high = (simulate_at_step_speed(scenario, requests, policy, config, pricer, scale)
+                 for scale in get_step_speed_interval(sigma))
+    return {"step_rel_sigma": sigma, **{metric: {p: [low[metric][p], high[metric][p]] for p in low[metric]}
+                                        for metric in TIME_METRICS}}
+
+
+__all__ = ["simulate_at_step_speed", "get_step_rel_sigma", "get_step_speed_interval", "get_summary_interval",
+           "TIME_METRICS"]
