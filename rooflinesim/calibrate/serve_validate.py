@@ -47,7 +47,7 @@ from ..registry import load_model
 from ..scenario import build_scenario
 from ..serve import LengthDistribution, ServeConfig, StepPricer, generate_requests, simulate
 from ..serve.rates import get_saturation_rate_per_s
-from ..serve.uncertainty import get_step_rel_sigma, get_step_speed_interval, simulate_at_step_speed
+from ..serve.uncertainty import simulate_at_step_speed, simulate_interval_ends
 from ..specs import InputError, ModelSpec
 from ..units import MICRO, MILLI
 from .anchor import Anchor, compare_anchor, describe_anchor
@@ -168,19 +168,17 @@ def _compare(measured: dict, simulated: list[dict]) -> dict:
 def _interval(scenario, requests, policy, configs, pricer, simulated: list[dict], measured: dict,
               k: int) -> dict | None:
     """The simulated TTFT / TPOT percentiles' 90 % interval from the step model's (`serve.uncertainty`: the runs at
-    both ends of the step-time interval, at the simulated mean batch and the requests' mean context), and whether
-    each measured value falls inside; None without a measured profile."""
+    both ends of the step-time interval, at the simulated mean batch, averaged over the acceptance seeds), and
+    whether each measured value falls inside; None without a measured profile."""
     batch = float(np.mean([r["mean_batch"] for r in simulated]))
-    context = float(np.mean(requests.prompt_tokens + requests.output_tokens / 2))
-    sigma = get_step_rel_sigma(scenario, batch, context, k)
-    if sigma is None:
+    seeds = [simulate_interval_ends(scenario, requests, policy, config, pricer, batch, k) for config in configs]
+    if seeds[0] is None:
         return None
-    ends = [[simulate_at_step_speed(scenario, requests, policy, config, pricer, scale) for config in configs]
-            for scale in get_step_speed_interval(sigma)]
-    out = {"step_rel_sigma": sigma, "at_batch": batch, "at_context_tokens": context}
+    out = {"step_rel_sigma": seeds[0][0], "at_batch": batch,
+           "at_context_tokens": float(np.mean(requests.prompt_tokens + requests.output_tokens / 2))}
     for metric in METRICS:
         for p in ("p50", "p90"):
-            low, high = (float(np.mean([r[metric][p] for r in end])) for end in ends)
+            low, high = (float(np.mean([seed[end][metric][p] for seed in seeds])) for end in (1, 2))
             value = measured[metric][p]
             out[f"{metric[:-2]}_{p}"] = {"low_s": low, "high_s": high,
                                          "measured_inside": bool(value is not None and low <= value <= high)}

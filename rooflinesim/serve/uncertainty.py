@@ -56,21 +56,32 @@ def get_step_speed_interval(rel_sigma: float) -> tuple[float, float]:
     return float(np.exp(-Z90 * rel_sigma)), float(np.exp(Z90 * rel_sigma))
 
 
-def get_summary_interval(scenario: Scenario, requests: Requests, policy: str, config: ServeConfig,
-                         summary: dict, pricer: StepPricer | None = None) -> dict | None:
-    """The 90 % interval of a run's latency percentiles (`summary` is its `ServeResult.get_summary()`): the
-    simulations at both ends of the step model's interval, sigma at the run's mean batch and k and the requests'
-    mean context. {"step_rel_sigma", "<metric>": {"<percentile>": [low, high]}} over TIME_METRICS; None under the
-    datasheet roofline."""
+def simulate_interval_ends(scenario: Scenario, requests: Requests, policy: str, config: ServeConfig,
+                           pricer: StepPricer | None, batch: float, k: int) -> tuple[float, dict, dict] | None:
+    """(sigma, low, high): the step's relative 1-sigma error at this batch and k and the requests' mean context, and
+    the TIME_METRICS percentiles simulated at both ends of its 90 % interval; None under the datasheet roofline."""
     context = float(np.mean(requests.prompt_tokens + requests.output_tokens / 2))
-    sigma = get_step_rel_sigma(scenario, summary["mean_batch"], context, int(round(summary["mean_k"])))
+    sigma = get_step_rel_sigma(scenario, batch, context, k)
     if sigma is None:
         return None
     low, high = (simulate_at_step_speed(scenario, requests, policy, config, pricer, scale)
                  for scale in get_step_speed_interval(sigma))
+    return sigma, low, high
+
+
+def get_summary_interval(scenario: Scenario, requests: Requests, policy: str, config: ServeConfig,
+                         summary: dict, pricer: StepPricer | None = None) -> dict | None:
+    """The 90 % interval of a run's latency percentiles (`summary` is its `ServeResult.get_summary()`), sigma at the
+    run's mean batch and k: {"step_rel_sigma", "<metric>": {"<percentile>": [low, high]}} over TIME_METRICS; None
+    under the datasheet roofline."""
+    ends = simulate_interval_ends(scenario, requests, policy, config, pricer, summary["mean_batch"],
+                                  int(round(summary["mean_k"])))
+    if ends is None:
+        return None
+    sigma, low, high = ends
     return {"step_rel_sigma": sigma, **{metric: {p: [low[metric][p], high[metric][p]] for p in low[metric]}
                                         for metric in TIME_METRICS}}
 
 
-__all__ = ["simulate_at_step_speed", "get_step_rel_sigma", "get_step_speed_interval", "get_summary_interval",
-           "TIME_METRICS"]
+__all__ = ["simulate_at_step_speed", "get_step_rel_sigma", "get_step_speed_interval", "simulate_interval_ends",
+           "get_summary_interval", "TIME_METRICS"]
