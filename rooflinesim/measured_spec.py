@@ -22,7 +22,7 @@ ELEMENTWISE_FAMILIES = ("norm", "rope", "mlp_act", "residual", "kv_cache_write",
 #: DtypeProfile.attention keys: one query token per sequence (decode) or several (verify), per head_dim.
 ATTENTION_FIT_KINDS = ("decode", "multi")
 #: The machine-speed anchors `calibrate` times and every measured validation re-times (rooflinesim.calibrate.anchor).
-ANCHOR_NAMES = ("gemm", "forward")
+ANCHOR_NAMES = ("gemm", "forward", "stream")
 _ATTENTION_KEY = re.compile(r"^(decode|multi)_d([1-9][0-9]*)$")
 
 
@@ -53,6 +53,9 @@ class Provenance(SpecModel):
     notes: str = ""
     budget_s: Optional[float] = Field(None, gt=0, description="the time budget the run was sized to (s)")
     planned_s: Optional[float] = Field(None, ge=0, description="the run's duration estimated before it started (s)")
+    shapes_of: StrTuple = Field(
+        (), description="models whose own linear weight shapes were calibrated too (`calibrate --shapes-of`): the "
+                        "profile prices them from their own tables, and is no hold-out for them")
     anchor_s: Optional[dict[str, float]] = Field(
         None, description="the machine-speed anchors (rooflinesim.calibrate.anchor) timed during the run (s); "
                           "absent in profiles measured before they existed")

@@ -12,7 +12,8 @@ PROV = dict(device_kind="cpu", device_name="x", host_cpu="x", torch_version="x",
 
 def test_provenance_takes_anchors_and_rejects_bad_ones():
     assert Provenance(**PROV).anchor_s is None  # profiles measured before anchors existed still load
-    assert Provenance(**PROV, anchor_s={"gemm": 1e-3, "forward": 2e-4}).anchor_s["gemm"] == 1e-3
+    assert Provenance(**PROV, anchor_s={"gemm": 1e-3, "forward": 2e-4}).anchor_s["gemm"] == 1e-3  # before 'stream'
+    assert Provenance(**PROV, anchor_s={"gemm": 1e-3, "forward": 2e-4, "stream": 6e-4}).anchor_s["stream"] == 6e-4
     for bad in ({"gemm": -1.0}, {"gemm": float("nan")}, {"gemv": 1e-3}, {"forward": 0.0}):
         with pytest.raises(ValueError):
             Provenance(**PROV, anchor_s=bad)
@@ -41,7 +42,7 @@ def test_compare_anchor_by_hand():
     assert old["matches_profile"] is None and "not checked" in describe_anchor(old)
 
 
-def test_anchor_times_both_calls():
+def test_anchor_times_its_three_calls():
     torch = pytest.importorskip("torch")
     from rooflinesim.calibrate.anchor import Anchor
     from rooflinesim.calibrate.timers import select_device
@@ -51,5 +52,7 @@ def test_anchor_times_both_calls():
         timings = Anchor(select_device("cpu", 1)).time_s()
     finally:
         torch.set_num_threads(threads)
-    assert set(timings) == {"gemm", "forward"}
+    assert set(timings) == {"gemm", "forward", "stream"}
     assert 1e-6 < timings["forward"] < 1.0 and 1e-5 < timings["gemm"] < 10.0
+    # one GEMV streams a 16 MiB fp32 weight: between 1 TB/s and 0.5 GB/s on any machine that runs the tests
+    assert 16 * 2**20 / 1e12 < timings["stream"] < 16 * 2**20 / 0.5e9

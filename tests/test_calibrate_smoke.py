@@ -43,7 +43,7 @@ def test_profile_is_written_and_reads_back(smoke):
     assert prov.device_kind == "cpu" and prov.threads == 2 and prov.dtypes == ("fp32",)
     assert prov.torch_version == torch.__version__ and prov.date
     assert len(prov.reference_s) == 3  # start, middle, end
-    assert set(prov.anchor_s) == {"gemm", "forward"} and all(v > 0 for v in prov.anchor_s.values())
+    assert set(prov.anchor_s) == {"gemm", "forward", "stream"} and all(v > 0 for v in prov.anchor_s.values())
     assert "Machine-speed anchors" in prov.notes
     fp32 = spec.measured.dtypes["fp32"]
     # sane ranges for any CPU that can run the tests: 0.5-2000 GB/s streaming, 1 GFLOP/s-100 TFLOP/s

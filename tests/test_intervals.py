@@ -185,6 +185,10 @@ def test_merge_averages_the_machine_speed_anchors():
     assert merged == pytest.approx({"gemm": 3e-3, "forward": 6e-4})
     # a run measured before anchors existed: the merged profile has none (nothing to compare a validation with)
     assert merge_profiles([a, make_profile()], ["a.yaml", "old.yaml"]).measured.provenance.anchor_s is None
+    # a run measured before the 'stream' anchor: the anchors both runs have are averaged, the other is dropped
+    c = _with_anchor(make_profile(), {"gemm": 4e-3, "forward": 7e-4, "stream": 6e-4})
+    assert merge_profiles([c, a], ["c.yaml", "a.yaml"]).measured.provenance.anchor_s == pytest.approx(
+        {"gemm": 3e-3, "forward": 6e-4})
 
 
 def test_merge_refuses_profiles_of_different_devices():

@@ -33,12 +33,13 @@ from __future__ import annotations
 import datetime as _dt
 import random
 import time
+from dataclasses import replace
 
 import numpy as np
 import torch
 
 from ..specs import Efficiency, HardwareSpec, MeasuredProfile, Provenance
-from ..units import MILLI, normalize_dtype
+from ..units import MIB, MILLI, normalize_dtype
 from .benchmarks import JOB_FAMILIES, BenchContext, Job
 from .anchor import ANCHOR_TOLERANCE, Anchor
 from .benchmarks.bandwidth import copy_bandwidth, gemv_bandwidth, reference_gemv
@@ -47,7 +48,8 @@ from .measurements import DRIFT_FLAG, Results
 from .probe import probe_speed
 from .budget import (FIT_S, QUICK_BUDGET_S, estimate_fixed_s, estimate_key_s, get_level_plan, is_essential,
                      plan_for_budget)
-from .plan import ALWAYS_MEASURED_M, HOLD_OUT_MODELS, Plan, check_hold_out
+from .plan import (ALWAYS_MEASURED_M, HOLD_OUT_MODELS, Plan, check_hold_out, drop_oversized_served_shapes,
+                   get_served_shapes)
 from .timers import Device, Timer, get_host_cpu_model, get_torch_dtype
 
 
@@ -97,15 +99,18 @@ def _family(key) -> str:
 
 
 def run_calibration(device: Device, dtypes, quick: bool, command: str, seed: int = 0, progress: bool = True,
-                    plan: Plan | None = None, budget_s: float | None = None, spent_s: float = 0.0) -> HardwareSpec:
+                    plan: Plan | None = None, budget_s: float | None = None, spent_s: float = 0.0,
+                    shapes_of=()) -> HardwareSpec:
     """Measure, fit and return the profile (a HardwareSpec with a `measured` block); writing is the caller's.
 
     Without `plan`, the device is probed first (`probe.probe_speed`, per dtype) and each dtype's plan sized to
     `budget_s` (`budget.plan_for_budget`; `--quick` means QUICK_BUDGET_S and never more than the quick plan; no
     budget: the full plan, its expected duration stated up front). `spent_s`: what the caller spent before (the
-    torch import), counted against the budget.
+    torch import), counted against the budget. `shapes_of`: ModelSpecs whose own weight shapes are timed too
+    (`calibrate --shapes-of`), in every plan; their names are kept in the provenance.
     """
     check_hold_out()
+    served = get_served_shapes(shapes_of)
     dtypes = tuple(normalize_dtype(d) for d in dtypes)
     for d in dtypes:
         get_torch_dtype(d)
@@ -117,7 +122,7 @@ def run_calibration(device: Device, dtypes, quick: bool, command: str, seed: int
     anchor = Anchor(device)
     anchors = [anchor.time_s()]
     if plan is not None:
-        plans = {d: plan for d in dtypes}
+        plans = {d: replace(plan, served_shapes=served) if served else plan for d in dtypes}
         speeds, budget = None, None
     else:
         if quick and budget_s is None:
@@ -125,8 +130,12 @@ def run_calibration(device: Device, dtypes, quick: bool, command: str, seed: int
         probe_plan = get_level_plan("quick", dtypes, device)
         speeds = {d: probe_speed(BenchContext(device, d, probe_plan, timer)) for d in dtypes}
         budget = plan_for_budget(budget_s, dtypes, device, speeds,
-                                 spent_s=spent_s + time.perf_counter() - started, start="quick" if quick else "full")
+                                 spent_s=spent_s + time.perf_counter() - started, start="quick" if quick else "full",
+                                 served_shapes=served)
         plans = budget.plans
+    dropped = {}
+    for d in dtypes:
+        plans[d], dropped[d] = drop_oversized_served_shapes(plans[d], d)
     contexts = {d: BenchContext(device, d, plans[d], timer) for d in dtypes}
     results = {d: Results() for d in dtypes}
     reference: list[float] = []
@@ -163,6 +172,11 @@ def run_calibration(device: Device, dtypes, quick: bool, command: str, seed: int
     console = Console(stderr=True)
     if budget is not None:  # the expected duration, stated up front (with or without the progress bar)
         console.print(f"[bold]calibrate[/] {device.name}: {budget.describe()}")
+    for d, shapes in dropped.items():
+        if shapes:
+            console.print(f"[yellow]warning[/]: {d}: weight shapes {', '.join(f'{k} x {n}' for k, n in shapes)} of "
+                          f"--shapes-of do not fit twice in the {plans[d].rotate_bytes / MIB:.0f} MiB cold pool; "
+                          "they are priced from the other tables")
     spent = {}
     reference_ctx = contexts[dtypes[0]]
     with Progress(TextColumn("[bold]calibrate[/] {task.description}"), BarColumn(), TimeElapsedColumn(),
@@ -220,11 +234,12 @@ def run_calibration(device: Device, dtypes, quick: bool, command: str, seed: int
     ref = np.array(reference)
     drift = float((ref.max() - ref.min()) / np.median(ref))
     return build_profile_spec(device, profiles, plans, command, duration, drift, tuple(float(r) for r in ref),
-                              budget, skipped, pressure, anchors)
+                              budget, skipped, pressure, anchors, tuple(spec.name for spec in shapes_of))
 
 
 def build_profile_spec(device: Device, profiles: dict, plans: dict, command: str, duration: float, drift: float,
-                       reference: tuple, budget=None, skipped: int = 0, pressure=(None,), anchors=()) -> HardwareSpec:
+                       reference: tuple, budget=None, skipped: int = 0, pressure=(None,), anchors=(),
+                       shapes_of: tuple[str, ...] = ()) -> HardwareSpec:
     """The measured profile as a HardwareSpec: fitted effective peaks in the datasheet-like fields, the fitted
     `profiles` (dtype -> DtypeProfile) and the run's provenance (duration s, drift and the reference GEMV times s,
     the machine-speed anchors timed at its start, middle and end, averaged) in its `measured` block."""
@@ -245,8 +260,8 @@ def build_profile_spec(device: Device, profiles: dict, plans: dict, command: str
     if anchors:
         anchor_s = {name: float(np.mean([a[name] for a in anchors])) for name in anchors[0]}
         moved = max(abs(a[name] / anchor_s[name] - 1.0) for a in anchors for name in anchor_s)
-        quick_note += (f"Machine-speed anchors (gemm / forward) at start, middle and end: "
-                       + "; ".join(f"{a['gemm'] / MILLI:.3f} / {a['forward'] / MILLI:.3f} ms" for a in anchors)
+        quick_note += (f"Machine-speed anchors ({' / '.join(anchor_s)}) at start, middle and end: "
+                       + "; ".join(" / ".join(f"{a[name] / MILLI:.3f}" for name in anchor_s) + " ms" for a in anchors)
                        + (f" - they moved {moved:.0%} during the run. " if moved > ANCHOR_TOLERANCE else ". "))
     quick_note += f"SDPA kernels enabled: {', '.join(device.backend.sdpa_kernels()) or 'none reported'}. "
     if device.host_memory_kept:
@@ -258,7 +273,10 @@ def build_profile_spec(device: Device, profiles: dict, plans: dict, command: str
         budget_s=None if budget is None or budget.budget_s is None else float(budget.budget_s),
         planned_s=None if budget is None else round(budget.total_s, 2), drift=round(drift, 4), drift_flagged=drift > DRIFT_FLAG,
         reference_s=reference, anchor_s=anchor_s,
-        notes=quick_note + f"calibrated weight shapes exclude the hold-out models {', '.join(HOLD_OUT_MODELS)}",
+        notes=quick_note + (f"generic weight shapes exclude the hold-out models {', '.join(HOLD_OUT_MODELS)}; "
+                            f"the shapes of {', '.join(shapes_of)} are calibrated too (--shapes-of)" if shapes_of else
+                            f"calibrated weight shapes exclude the hold-out models {', '.join(HOLD_OUT_MODELS)}"),
+        shapes_of=shapes_of,
     )
     measured = MeasuredProfile(profile_name=device.slug, base_hardware=_base_hardware(device), provenance=prov,
                                dtypes=profiles)

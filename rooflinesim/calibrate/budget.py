@@ -81,6 +81,8 @@ def is_essential(key: MeasurementKey, plan: Plan) -> bool:
     """Whether a run that falls behind its budget still measures `key` (the minimal rung's configurations, so
     every benchmark family and every fit keeps its points); the rest is skipped when time runs out."""
     if isinstance(key, LinearKey):
+        if (key.in_features, key.out_features) in plan.served_shapes:  # what the profile is for
+            return key.m in MINIMAL_M or key.m <= ALWAYS_MEASURED_M
         return (key.in_features, key.out_features) in MINIMAL_SHAPES and key.m in MINIMAL_M
     if isinstance(key, AttentionKey):
         first = plan.attention.head_configs[0]
@@ -99,8 +101,12 @@ def is_essential(key: MeasurementKey, plan: Plan) -> bool:
     return True
 
 
-def get_level_plan(level: str, dtypes, device) -> Plan:
-    """The Plan of one rung of `LEVELS`."""
+def get_level_plan(level: str, dtypes, device, served_shapes=()) -> Plan:
+    """The Plan of one rung of `LEVELS`, with the `served_shapes` (`calibrate --shapes-of`) in every rung."""
+    return replace(_get_generic_level_plan(level, dtypes, device), served_shapes=tuple(served_shapes))
+
+
+def _get_generic_level_plan(level: str, dtypes, device) -> Plan:
     if level in ("full", "quick"):
         return Plan.make(level == "quick", dtypes, device)
     full = Plan.make(False, dtypes, device)
@@ -261,13 +267,13 @@ class BudgetPlan:
 
 
 def plan_for_budget(budget_s: float | None, dtypes, device, speeds: dict[str, DeviceSpeed], spent_s: float = 0.0,
-                    start: str = "full") -> BudgetPlan:
+                    start: str = "full", served_shapes=()) -> BudgetPlan:
     """Per dtype, the richest rung of LEVELS (from `start` down) whose estimated run fits in the budget (after
     `spent_s` already spent), degrading the dtype with the most expensive plan first; then spend what is left on
-    extra small-M passes. budget_s None: every dtype at `start`, no extra passes."""
+    extra small-M passes. budget_s None: every dtype at `start`, no extra passes. `served_shapes` are in every rung."""
     dtypes = tuple(dtypes)
     ladder = LEVELS[LEVELS.index(start):]
-    plans = {d: get_level_plan(ladder[0], dtypes, device) for d in dtypes}
+    plans = {d: get_level_plan(ladder[0], dtypes, device, served_shapes) for d in dtypes}
     reference = estimate_reference_s(speeds[dtypes[0]])
     if budget_s is None:
         cost = {d: estimate_plan_s(plans[d], speeds[d]) for d in dtypes}
@@ -281,12 +287,12 @@ def plan_for_budget(budget_s: float | None, dtypes, device, speeds: dict[str, De
             break
         d = max(movable, key=lambda x: cost[x])  # the slowest dtype gives up detail first
         rung[d] += 1
-        plans[d] = get_level_plan(ladder[rung[d]], dtypes, device)
+        plans[d] = get_level_plan(ladder[rung[d]], dtypes, device, served_shapes)
         cost[d] = estimate_plan_s(plans[d], speeds[d])
     # degrading the costliest dtype may have overshot: give the others back the richest rung that still fits
     for d in sorted(dtypes, key=lambda x: cost[x]):
         while rung[d] > 0:
-            richer = get_level_plan(ladder[rung[d] - 1], dtypes, device)
+            richer = get_level_plan(ladder[rung[d] - 1], dtypes, device, served_shapes)
             richer_cost = estimate_plan_s(richer, speeds[d])
             if sum(cost.values()) - cost[d] + richer_cost > available:
                 break

@@ -50,7 +50,7 @@ def _fit_linear(dtype: str, results: Results, plan: Plan, gemv_bw: float
     weight_bytes = get_dtype_bytes(dtype)
     tables = []
     flops, bytes_, times_s = [], [], []
-    for shape in plan.linear_shapes:
+    for shape in plan.all_linear_shapes:
         k, n = shape
         rows = sorted((key.m, results.timing(key)) for key in results.keys_of(LinearKey)
                       if (key.in_features, key.out_features) == (k, n))

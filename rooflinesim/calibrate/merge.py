@@ -109,7 +109,8 @@ def _merge_anchors(provs) -> dict[str, float] | None:
     run has none (a profile measured before anchors existed)."""
     if any(not p.anchor_s for p in provs):
         return None
-    return {name: float(np.mean([p.anchor_s[name] for p in provs])) for name in provs[0].anchor_s}
+    names = [name for name in provs[0].anchor_s if all(name in p.anchor_s for p in provs)]  # older runs lack some
+    return {name: float(np.mean([p.anchor_s[name] for p in provs])) for name in names} or None
 
 
 def _device(spec: HardwareSpec) -> tuple:
@@ -141,6 +142,7 @@ def merge_profiles(specs: list[HardwareSpec], names: list[str] | None = None) ->
         "duration_s": float(sum(p.duration_s for p in provs)), "quick": any(p.quick for p in provs),
         "drift": round(drift, 4), "drift_flagged": drift > DRIFT_FLAG, "reference_s": reference,
         "budget_s": None, "planned_s": None, "anchor_s": _merge_anchors(provs),
+        "shapes_of": tuple(dict.fromkeys(name for p in provs for name in p.shapes_of)),
         "notes": f"merged from {len(specs)} runs ({runs}). " + provs[0].notes,
     })
     measured = first.measured.model_copy(update={"provenance": prov, "dtypes": merged})

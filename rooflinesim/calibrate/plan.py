@@ -1,13 +1,15 @@
 """What a calibration run measures: the shapes, grids and synthetic decoders, and the `Plan` of one run (no torch).
 
-None of the calibrated weight shapes is a shape of the validation models (tiny-llama-123m, tiny-draft-2l): see
-`LINEAR_SHAPES` and `check_hold_out`. The benchmarks (`calibrate.benchmarks`) time what the plan lists; the fit
-(`calibrate.fit_profile`) reads the same shapes back, so both stay torch-free here.
+None of the generic calibrated weight shapes is a shape of the validation models (tiny-llama-123m, tiny-draft-2l):
+see `LINEAR_SHAPES` and `check_hold_out`. `calibrate --shapes-of MODEL` adds a model's own shapes (`served_shapes`);
+such a profile is not a hold-out for that model (`get_profile_hold_out_clash`). The benchmarks
+(`calibrate.benchmarks`) time what the plan lists; the fit (`calibrate.fit_profile`) reads the same shapes back, so
+both stay torch-free here.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, NamedTuple
 
 from ..ops import get_step_ops
@@ -170,6 +172,35 @@ def get_linear_weight_shapes(spec: ModelSpec) -> set[tuple[int, int]]:
     return _linear_weight_shapes(spec)
 
 
+def get_served_shapes(specs) -> tuple[WeightShape, ...]:
+    """The distinct linear weight shapes of the models a profile is calibrated for (`calibrate --shapes-of`)."""
+    shapes = set()
+    for spec in specs:
+        shapes |= _linear_weight_shapes(spec)
+    return tuple(WeightShape(k, n) for k, n in sorted(shapes))
+
+
+def drop_oversized_served_shapes(plan: "Plan", dtype: str) -> tuple["Plan", tuple[WeightShape, ...]]:
+    """The plan without the served shapes whose weights do not fit twice in its cold pool (the linear benchmark
+    rotates at least two copies), and those shapes: they are priced from the generic tables, as before."""
+    size = get_dtype_bytes(dtype)
+    fits = tuple(s for s in plan.served_shapes if 2 * s.in_features * s.out_features * size <= plan.rotate_bytes)
+    dropped = tuple(s for s in plan.served_shapes if s not in fits)
+    return (replace(plan, served_shapes=fits) if dropped else plan), dropped
+
+
+def get_profile_hold_out_clash(hw, models=()) -> list[tuple[int, int]]:
+    """The weight shapes of the hold-out models (the named ones and `models`) that a measured profile has tables
+    for: a profile calibrated with `--shapes-of` one of them cannot measure how its tables transfer to them."""
+    from ..registry import load_model
+
+    held = set()
+    for spec in [load_model(name) for name in HOLD_OUT_MODELS] + list(models):
+        held |= _linear_weight_shapes(spec)
+    tabled = {(t.in_features, t.out_features) for prof in hw.measured.dtypes.values() for t in prof.linear}
+    return sorted(held & tabled)
+
+
 def check_hold_out(shapes=LINEAR_SHAPES, models=()) -> None:
     """Raise if a calibrated weight shape (listed, or of a timed decoder) equals a weight shape of the hold-out
     models (the named ones and any `models` given, e.g. validate's randomised family)."""
@@ -217,6 +248,14 @@ class Plan:
     # cache-warm small shapes (full plans only: in the 22 s of --quick they displaced configurations the fits need,
     # and the quick profile validated at 10-26 % median with them against 7-10 % without)
     warm_shapes: tuple[WeightShape, ...] = WARM_LINEAR_SHAPES
+    # the weight shapes of the models the profile is for (`calibrate --shapes-of`), timed over the same M grid as
+    # the generic shapes and priced from their own tables (timing.linear_tables): none of them is a hold-out then
+    served_shapes: tuple[WeightShape, ...] = ()
+
+    @property
+    def all_linear_shapes(self) -> tuple[WeightShape, ...]:
+        """The generic shapes, then the served ones not already among them."""
+        return self.linear_shapes + tuple(s for s in self.served_shapes if s not in self.linear_shapes)
 
     @classmethod
     def make(cls, quick: bool, dtypes, device: Device, tiny: bool = False) -> "Plan":
@@ -253,7 +292,7 @@ class Plan:
     def linear_keys(self) -> list[LinearKey]:
         """One key per (weight shape, M); points above the FLOP budget per call (and M > ALWAYS_MEASURED_M) are
         skipped: extrapolated as compute-bound."""
-        return [LinearKey(k, n, m) for k, n in self.linear_shapes for m in self.m_grid
+        return [LinearKey(k, n, m) for k, n in self.all_linear_shapes for m in self.m_grid
                 if not (2.0 * m * k * n > self.max_call_flops and m > ALWAYS_MEASURED_M)]
 
     def attention_keys(self, dtype: str) -> list[AttentionKey]:

@@ -52,6 +52,7 @@ from ..specs import InputError, ModelSpec
 from ..units import MICRO, MILLI
 from .anchor import Anchor, compare_anchor, describe_anchor
 from .model import build_decoder
+from .plan import get_served_shapes
 from .serve_loop import LoopConfig, LoopResult, run_serving_loop
 from .timers import get_torch_dtype
 
@@ -199,6 +200,16 @@ def get_offered_rate_per_s(profile, target_spec: ModelSpec, settings: "ServeVali
     return (settings.rate_per_s if settings.rate_per_s is not None else settings.load * capacity), capacity
 
 
+def _served_shapes(profile, dtype: str, *specs) -> dict:
+    """How many of the served models' linear weight shapes the profile timed itself (`calibrate --shapes-of`): all
+    of them, and the loop tests the simulator on step prices read off their own tables; none, and the prices
+    transfer from other shapes, whose error (validate's hold-out figures) the loop then carries too."""
+    shapes = sorted(get_served_shapes(specs))
+    tabled = {(t.in_features, t.out_features) for t in profile.measured.dtypes[dtype].linear}
+    return {"shapes_of": list(profile.measured.provenance.shapes_of), "shapes": [list(x) for x in shapes],
+            "calibrated": sum(tuple(x) in tabled for x in shapes), "total": len(shapes)}
+
+
 def run_serve_validation(profile_path, device, settings: ServeValidationSettings = ServeValidationSettings(),
                          target: str | ModelSpec = "tiny-llama-123m", draft: str | ModelSpec = "tiny-draft-2l",
                          log=print, check_machine: bool = True) -> dict:
@@ -307,6 +318,7 @@ def run_serve_validation(profile_path, device, settings: ServeValidationSettings
         "offered_load": rate_per_s / capacity_per_s, "load_average_before": list(load_before),
         "load_average_after": list(load_after), "measured_wall_s": measured_s,
         "acceptance": acceptance.to_dict(), "policies": policies,
+        "served_shapes": _served_shapes(profile, s.dtype, target_spec, draft_spec),
         "goals": {"p50": GOAL_P50, "p90": GOAL_P90}, "meets_goal": bool(goals_met), "machine_speed": machine,
         "notes": ("error = simulated / measured - 1, per metric and percentile over the requests (TPOT per request "
                   "with more than one output token); simulated values are the mean over the acceptance seeds. The "
@@ -331,6 +343,11 @@ def print_serve_report(report: dict, log=print) -> None:
         f"requests at {report['offered_rate_per_s']:.3g}/s{at_load}; measured acceptance E = "
         f"{acc['expected_tokens']:.2f} at k = {acc['k']}; load average {report['load_average_before'][0]:.2f} -> "
         f"{report['load_average_after'][0]:.2f}")
+    served = report.get("served_shapes")
+    if served:
+        log(f"weight shapes of the served models with their own tables in the profile: {served['calibrated']} of "
+            f"{served['total']}" + (f" (calibrated with --shapes-of {','.join(served['shapes_of'])})"
+                                    if served["shapes_of"] else " (the step prices transfer from other shapes)"))
     for row in report["policies"]:
         parts = [f"{name} {c['measured_s'] / MILLI:.0f} / {c['simulated_s'] / MILLI:.0f} ms ({c['error']:+.0%})"
                  for name, c in row["comparison"].items()]

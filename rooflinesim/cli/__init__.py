@@ -118,6 +118,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--quick", action="store_true", help="a run sized to <= 30 s on any CPU (the quick plan or less)")
     p.add_argument("--budget", type=float, default=None, metavar="SECONDS",
                    help="size the run to this many seconds: probe the device, then fit the grid and repetitions")
+    p.add_argument("--shapes-of", default=None, metavar="MODEL[,MODEL]",
+                   help="also time these models' own linear weight shapes (names, YAML or config.json), so the "
+                        "profile prices them from their own tables; it is then no hold-out for them")
     p.add_argument("--merge", nargs="+", default=None, metavar="PROFILE",
                    help="combine profiles of the same device into --out (no measuring; narrows the intervals)")
     p.add_argument("--out", default=None, help="profile path (default calibrate/<device-name>.yaml)")

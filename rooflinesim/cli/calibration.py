@@ -38,6 +38,8 @@ def cmd_merge(args) -> int:
 
     if not args.out:
         raise InputError("--merge needs --out PATH for the combined profile")
+    if args.shapes_of is not None:
+        raise InputError("--shapes-of belongs to a measuring run; --merge pools the tables the profiles already have")
     if len(args.merge) < 2:
         raise InputError("--merge needs at least two profiles, e.g. --merge a.yaml b.yaml --out c.yaml")
     spec = merge_profile_files(args.merge, args.out)
@@ -62,6 +64,11 @@ def cmd_calibrate(args) -> int:
     dtypes = tuple(dict.fromkeys(normalize_dtype(d) for d in args.dtype.split(",") if d.strip()))
     if not dtypes:
         raise InputError("--dtype needs at least one dtype, e.g. --dtype fp32,bf16")
+    from ..registry import load_model
+
+    shapes_of = tuple(load_model(name.strip()) for name in (args.shapes_of or "").split(",") if name.strip())
+    if args.shapes_of is not None and not shapes_of:
+        raise InputError("--shapes-of needs at least one model, e.g. --shapes-of tiny-llama-123m")
     if args.out:  # checked before minutes of measuring, not after
         check_output_path(args.out, "profile (--out)", (".yaml", ".yml"), create_parent=True)
     from ..calibrate.bench import run_calibration
@@ -74,7 +81,7 @@ def cmd_calibrate(args) -> int:
     command = "rooflinesim " + " ".join(shlex.quote(a) for a in sys.argv[1:]) if sys.argv[1:2] == ["calibrate"] else (
         "rooflinesim calibrate")
     spec = run_calibration(device, dtypes, args.quick, command, seed=args.seed, progress=not args.no_progress,
-                           budget_s=args.budget, spent_s=_process_age_s())
+                           budget_s=args.budget, spent_s=_process_age_s(), shapes_of=shapes_of)
     write_profile(spec, out)
     prov = spec.measured.provenance
     print(f"wrote {out} ({prov.device_name}, {', '.join(prov.dtypes)}, {prov.duration_s:.1f} s, "
@@ -129,6 +136,24 @@ def _check_validation_fits(model: str, draft: str, dtypes) -> None:
             "validate a smaller hold-out model")
 
 
+def _check_profile_is_hold_out(profile_path, profile, model: str, draft: str, seed: int) -> None:
+    """`validate` measures how a profile's tables transfer to weight shapes it never timed: refuse a profile that
+    timed a shape of the models it would validate (`calibrate --shapes-of`), before any measuring."""
+    from ..calibrate.holdout import make_hold_out_family
+    from ..calibrate.plan import get_profile_hold_out_clash
+    from ..registry import load_model
+
+    clash = get_profile_hold_out_clash(profile, [load_model(model), load_model(draft), *make_hold_out_family(seed)])
+    if clash:
+        shapes_of = profile.measured.provenance.shapes_of
+        shapes = ", ".join(f"{k} x {n}" for k, n in clash)
+        raise InputError(
+            f"{profile_path} has tables for weight shapes of the validation models ({shapes}"
+            + (f"; calibrated with --shapes-of {','.join(shapes_of)}" if shapes_of else "")
+            + "): validate measures hold-out error, so it needs a profile calibrated without them. "
+              "'validate --serve' accepts this profile")
+
+
 def cmd_validate(args) -> int:
     from pathlib import Path
 
@@ -152,6 +177,7 @@ def cmd_validate(args) -> int:
     for name in ("load", "rate", "requests", "k"):
         if getattr(args, name, None) is not None:
             raise InputError(f"--{name} belongs to 'validate --serve'")
+    _check_profile_is_hold_out(profile_path, profile, args.model, args.draft, args.seed)
     dtypes = [normalize_dtype(args.dtype)] if args.dtype else list(profile.measured.dtypes)
     _check_validation_fits(args.model, args.draft, dtypes)
     threads = args.threads or profile.measured.provenance.threads

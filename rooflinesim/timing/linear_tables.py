@@ -1,8 +1,10 @@
 """Per-call F.linear time from a profile's measured tables (numpy only, no torch).
 
 The cold tables (`LinearModel`): time vs M per calibrated weight shape, interpolated log-log in M (above the last
-measured M each further row adds its FLOPs at the fitted peak); a shape that was not calibrated takes the
-Gaussian-weighted (over log2 in/out features) ratio measured / fitted roofline of the calibrated shapes. The
+measured M each further row adds its FLOPs at the fitted peak). A calibrated shape is priced from its own table (the
+shapes of the models a profile was calibrated for, `calibrate --shapes-of`, and the generic ones); a shape that was
+not calibrated takes the Gaussian-weighted (over log2 in/out features) ratio measured / fitted roofline of the
+calibrated shapes. The
 cache-warm small-shape tables give how a cached GEMM's time grows with M (`get_warm_growth`). `MeasuredTiming`
 (timing.measured) prices a step's linears with both.
 """
@@ -80,6 +82,9 @@ class LinearModel:
         base = self.roofline_s(m, k, n)
         if not self.tables:
             return base
+        for t in self.tables:  # a calibrated shape is priced from its own table, not blended with its neighbours
+            if (t.k, t.n) == (k, n):
+                return t.time_s(m, self.get_row_s(k, n)) * np.ones_like(base)
         w = self.get_shape_weights(k, n)
         if w.sum() < 1e-12:  # far from every calibrated shape: fall back to the nearest one's ratio
             w = (w == w.max()).astype(float)
