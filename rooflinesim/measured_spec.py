@@ -148,6 +148,10 @@ class DtypeProfile(SpecModel):
         description="whole synthetic decoders' measured time / the sum of their per-op times measured alone: ops run "
                     "slower inside a forward pass than in a loop of their own",
     )
+    in_model_layer_overhead_s: float = Field(
+        0.0, ge=0,
+        description="what a layer of a real model costs beyond its ops timed alone and the tiny decoders' dispatch "
+                    "(rooflinesim.calibrate.fit_profile.fit_overheads); 0 in profiles measured before it existed")
     residuals: dict[str, float] = Field(default_factory=dict)
     runs: Optional[int] = Field(None, ge=1, description="calibration runs pooled into this profile (`calibrate "
                                                        "--merge`); absent: one")

@@ -385,6 +385,58 @@ def test_fit_overheads_recovers_scale_and_dispatch_from_synthetic_decoders():
     assert fitted.residuals["decoder_fit_median_abs_rel"] < 0.02
 
 
+@pytest.mark.parametrize("in_model_layer_s", [0.0, 400e-6])
+def test_fit_overheads_separates_the_in_model_layer_cost_from_the_scale(in_model_layer_s):
+    """Mid-size decoders whose every layer costs `in_model_layer_s` more than its ops and the tiny decoders'
+    dispatch: the fit gives that cost back (within 10 %, or under 10 us when there is none) with the true scale,
+    where the scale alone would absorb it (and price a narrow model's layers too fast); with a single mid-size
+    decoder the two are one unknown and only the scale is fitted."""
+    from rooflinesim.calibrate.fit_profile import fit_overheads
+    from rooflinesim.calibrate.measurements import DecoderKey, Results, Timing
+    from rooflinesim.calibrate.plan import DECODER_CONTEXT, get_decoder_spec
+
+    profile = make_profile().measured.dtypes["fp32"]
+    timing = MeasuredTiming.from_spec(make_profile())
+    rng = np.random.default_rng(5)
+
+    def results_for(blocks):
+        results = Results()
+        for name in ("overhead-2l", "overhead-8l") + blocks:
+            spec = get_decoder_spec(name)
+            block = not name.startswith("overhead")
+            for batch, q in ((1, 1), (4, 1), (1, 5)) if block else ((1, 1), (1, 4)):
+                per_op = sum(float(timing.get_op_time(op, "fp32").time_s)
+                             for op in get_step_ops(spec, batch, DECODER_CONTEXT, q, "fp32", "fp32", "fp32"))
+                true = 1.1 * per_op + spec.num_layers * (120e-6 + block * in_model_layer_s) + 40e-6
+                results.add(DecoderKey(name, batch, q), Timing(tuple(true * rng.lognormal(0, 0.002, 5))))
+        return results
+
+    fitted = fit_overheads("fp32", profile, results_for(("block-384", "block-768", "block-1536", "block-2048")))
+    assert fitted.in_model_scale == pytest.approx(1.1, rel=0.03)
+    assert fitted.layer_overhead_s == pytest.approx(120e-6, rel=0.1)
+    assert fitted.in_model_layer_overhead_s == pytest.approx(in_model_layer_s, rel=0.1, abs=10e-6)
+    assert fitted.residuals["decoder_fit_median_abs_rel"] < 0.02
+    old = fit_overheads("fp32", profile, results_for(("block-384", "block-768", "block-1536", "block-2048")),
+                        in_model_layer=False)
+    assert old.in_model_layer_overhead_s == 0.0
+    if in_model_layer_s:  # the scale alone absorbs the per-layer cost and misses the decoders by more
+        assert old.in_model_scale > 1.12
+        assert old.residuals["decoder_fit_median_abs_rel"] > 2 * fitted.residuals["decoder_fit_median_abs_rel"]
+    one = fit_overheads("fp32", profile, results_for(("block-1536",)))
+    assert one.in_model_layer_overhead_s == 0.0
+
+
+def test_the_in_model_layer_cost_is_priced_per_layer_of_every_model():
+    hw = make_profile()
+    prof = hw.measured.dtypes["fp32"]
+    more = prof.model_copy(update={"in_model_layer_overhead_s": 300e-6})
+    hw_more = hw.model_copy(update={"measured": hw.measured.model_copy(update={"dtypes": {"fp32": more}})})
+    base, with_cost = MeasuredTiming.from_spec(hw), MeasuredTiming.from_spec(hw_more)
+    for layers in (2, 8, 32):
+        assert with_cost.get_step_overhead_s(layers, "fp32") - base.get_step_overhead_s(layers, "fp32") == \
+            pytest.approx(layers * 300e-6)
+
+
 def test_fit_overheads_leaves_out_decoders_the_cache_curve_prices_warm():
     """block-384's weights (25 MB in fp32) sit on the steep part of a cache-reuse curve that drops between 16 and
     64 MB: its time measures that curve's error, not the in-model scale, so it is left out while two cold mid-size

@@ -9,7 +9,8 @@ same op costs `rooflinesim.ops` gives the predict path:
   (verify) steps, per head dimension;
 * elementwise: c + bytes / bandwidth per op family;
 * cache reuse: the speed-up of weight streaming when the weights rotate over a working set that fits in the caches;
-* `fit_overheads`, last: whole decoders as scale x (sum of their per-op times) + per-layer + per-step overhead
+* `fit_overheads`, last: whole decoders as scale x (sum of their per-op times) + per-layer (dispatch, and in a
+  mid-size model's layers an in-model cost) + per-step overhead
   (mid-size decoders whose weights the cache-reuse curve prices warm left out of it).
 
 The least-squares primitives are in `calibrate.fit`; the measurement keys and the plan in `calibrate.measurements`
@@ -199,12 +200,28 @@ def fit_dtype(dtype: str, results: Results, copy_bw: float, gemv_bw: float, plan
 #: 16 MB, bf16, AMD EPYC), so a decoder just past the cache is not mistaken for a warm one
 WARM_BLOCK = 0.3
 MIN_COLD_BLOCK_ROWS = 2
+#: the in-model per-layer cost is fitted only when the mid-size decoders in the fit are at least this many different
+#: models: with one, it and the scale are the same unknown
+MIN_IN_MODEL_LAYER_MODELS = 2
 
 
-def fit_overheads(dtype: str, profile: DtypeProfile, results: Results) -> DtypeProfile:
+def fit_overheads(dtype: str, profile: DtypeProfile, results: Results, in_model_layer: bool = True) -> DtypeProfile:
     """Whole decoders: t = scale x (sum of their per-op times, cache reuse included) + layers x per-layer overhead
-    + per-step overhead, all >= 0, on relative residuals: the tiny decoders pin the overheads, the mid-size ones the
-    scale.
+    + mid-size layers x in-model per-layer overhead + per-step overhead, all >= 0, on relative residuals: the tiny
+    decoders pin the dispatch overheads, the mid-size ones the scale and the in-model per-layer cost.
+
+    The in-model per-layer cost is what a layer of a real model costs beyond its ops timed alone and the tiny
+    decoders' dispatch: after each layer's linears have streamed tens of MB of weights through the caches, the ~60
+    small ops between them run slower than in a hidden-64 decoder whose every byte stays cached. It is a constant per
+    layer, so it weighs most in narrow layers. Folded into the scale instead, it priced narrow and deep models too
+    fast: with the scale fitted on the 1536- and 2048-wide decoders alone (1.13), tiny-llama-123m's layers (1024
+    wide) were 0.45 ms (batch 1) to 0.72 ms (batch 4) each dearer than priced and block-768's 0.35-0.45 ms, while the
+    LM head alone was within 2-4 % (2-core Xeon VM, fp32, 2026-12-01). Mid-size decoders of different widths and
+    depths (block-768-16l: narrow, deep and cold) separate the two unknowns: on that VM the fit gave 0.30 ms per
+    layer and a scale of 1.07 (the scale alone: 1.16, decoder residual 6.9 % against 5.3 %), and the hold-out target
+    cut to 1-16 layers was priced within -5..+0 % at batch 1 against -11..+2 % by the scale alone. It is fitted when
+    the mid-size decoders in the fit are at least MIN_IN_MODEL_LAYER_MODELS models (`in_model_layer`: False fits the
+    scale alone, as profiles before it did).
 
     The scale multiplies every op of the models it prices, whose weights stream from memory; a mid-size decoder whose
     weights the cache-reuse curve prices warm (block-384: 25 MB in fp32 against a 32 MB last-level cache, on the
@@ -214,8 +231,9 @@ def fit_overheads(dtype: str, profile: DtypeProfile, results: Results) -> DtypeP
     they all stay in); the tiny decoders (dispatch) always stay in."""
     hw = _placeholder_hw({dtype: profile.model_copy(update={"in_model_scale": 1.0})})
     timing = MeasuredTiming.from_spec(hw)
-    rows, is_block, warm = [], [], []
+    rows, is_block, warm, names = [], [], [], []
     for key in results.keys_of(DecoderKey):
+        names.append(key.name)
         spec = get_decoder_spec(key.name)
         ops = get_step_ops(spec, key.batch, DECODER_CONTEXT, key.new_tokens, dtype, dtype, dtype)
         step_timing = timing.for_step(ops)
@@ -230,13 +248,20 @@ def fit_overheads(dtype: str, profile: DtypeProfile, results: Results) -> DtypeP
     if left_out:
         rows = [r for r, w in zip(rows, warm) if not w]
         is_block = [b for b, w in zip(is_block, warm) if not w]
+        names = [n for n, w in zip(names, warm) if not w]
     per_op = np.array([r[0] for r in rows])
     layers = np.array([r[1] for r in rows], dtype=float)
     measured = np.array([r[2] for r in rows])
-    fit = fit_affine({"per_op": per_op, "layers": layers}, measured)
+    block_models = {name for name, b in zip(names, is_block) if b}
+    features = {"per_op": per_op, "layers": layers}
+    if in_model_layer and len(block_models) >= MIN_IN_MODEL_LAYER_MODELS:
+        features["block_layers"] = layers * np.array(is_block, dtype=float)
+    fit = fit_affine(features, measured)
     # a scale outside [0.2, 5] means the decoders measured something else than their ops: keep it bounded
     scale = min(max(fit.coefficients["per_op"], 0.2), 5.0)
-    predicted = scale * per_op + fit.coefficients["layers"] * layers + fit.overhead_s
+    in_model_layer_s = fit.coefficients.get("block_layers", 0.0)
+    predicted = (scale * per_op + fit.coefficients["layers"] * layers + fit.overhead_s
+                 + in_model_layer_s * layers * np.array(is_block, dtype=float))
     residuals = dict(profile.residuals)
     residuals["decoder_fit_rows"] = float(len(rows))
     residuals["decoder_fit_warm_rows_left_out"] = float(left_out)
@@ -247,7 +272,7 @@ def fit_overheads(dtype: str, profile: DtypeProfile, results: Results) -> DtypeP
     residuals["decoder_per_op_only_median_abs_rel"] = float(np.median(np.abs(per_op - measured) / measured))
     return profile.model_copy(update={
         "layer_overhead_s": float(fit.coefficients["layers"]), "step_overhead_s": float(fit.overhead_s),
-        "in_model_scale": float(scale),
+        "in_model_scale": float(scale), "in_model_layer_overhead_s": float(in_model_layer_s),
         "residuals": residuals,
     })
 

@@ -99,7 +99,8 @@ def merge_dtype(dtype: str, profiles: list[DtypeProfile]) -> DtypeProfile:
         attention=_merge_fits([p.attention for p in profiles]),
         elementwise=_merge_fits([p.elementwise for p in profiles]),
         layer_overhead_s=avg("layer_overhead_s"), step_overhead_s=avg("step_overhead_s"),
-        cache_reuse=_merge_cache(profiles, runs), in_model_scale=avg("in_model_scale"), residuals=residuals,
+        cache_reuse=_merge_cache(profiles, runs), in_model_scale=avg("in_model_scale"),
+        in_model_layer_overhead_s=avg("in_model_layer_overhead_s"), residuals=residuals,
         warm_linear=_merge_tables(profiles, "warm_linear"),
         runs=sum(runs))
 

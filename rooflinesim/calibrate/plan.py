@@ -121,8 +121,8 @@ CACHE_WORKING_SETS = tuple(int(x * MIB) for x in (16, 32, 64, 96, 128, 192, 256,
 QUICK_CACHE_WORKING_SETS = tuple(int(x * MIB) for x in (16, 64, 128, 256))
 
 #: whole decoders timed by calibrate. The tiny ones measure dispatch; the mid-size ones (generic shapes, none a
-#: hold-out shape) how much slower ops run inside a forward pass. The mid-size ones span weight working sets of about
-#: 25-600 MB in fp32 (half in bf16).
+#: hold-out shape) how much slower ops run inside a forward pass, and what a layer costs there beyond its ops. The
+#: mid-size ones span weight working sets of about 25-680 MB in fp32 (half in bf16).
 DECODER_SPECS = {
     "overhead-2l": DecoderShape(64, 4, 2, 128, 2, 256),
     "overhead-8l": DecoderShape(64, 4, 2, 128, 8, 256),
@@ -130,10 +130,13 @@ DECODER_SPECS = {
     "block-768": DecoderShape(768, 12, 4, 2048, 4, 8192),
     "block-1536": DecoderShape(1536, 24, 8, 4096, 2, 8192),
     "block-2048": DecoderShape(2048, 16, 4, 5632, 3, 8192),
+    # block-768's shapes, 16 layers deep: 0.45 GB of fp32 weights, cold where block-768 (0.15 GB) sits on the cache
+    # curve, so narrow layers are in the fit of the in-model per-layer cost (`fit_profile.fit_overheads`)
+    "block-768-16l": DecoderShape(768, 12, 4, 2048, 16, 8192),
 }
 OVERHEAD_MODELS = ("overhead-2l", "overhead-8l")
 OVERHEAD_TOKENS = (StepTokens(1, 1), StepTokens(1, 4))
-BLOCK_MODELS = ("block-384", "block-768", "block-1536", "block-2048")
+BLOCK_MODELS = ("block-384", "block-768", "block-1536", "block-2048", "block-768-16l")
 #: tokens already cached when a whole decoder is timed
 DECODER_CONTEXT = 256
 #: linear points with M up to here are always measured: CPU kernels saw-tooth at small M, so they are not extrapolated

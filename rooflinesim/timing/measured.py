@@ -274,7 +274,7 @@ class MeasuredTiming:
 
     def get_step_overhead_s(self, num_layers: int, compute_dtype: str) -> float:
         prof = self._model(compute_dtype).profile
-        return max(num_layers * prof.layer_overhead_s + prof.step_overhead_s, 0.0)
+        return max(num_layers * (prof.layer_overhead_s + prof.in_model_layer_overhead_s) + prof.step_overhead_s, 0.0)
 
     def get_warnings(self, ops: list[OpCost], compute_dtype: str) -> list[str]:
         warnings = []
