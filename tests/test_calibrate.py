@@ -9,6 +9,7 @@ import json
 import os
 import signal
 import subprocess
+import types
 import sys
 from pathlib import Path
 
@@ -435,6 +436,14 @@ def test_the_in_model_layer_cost_is_priced_per_layer_of_every_model():
     for layers in (2, 8, 32):
         assert with_cost.get_step_overhead_s(layers, "fp32") - base.get_step_overhead_s(layers, "fp32") == \
             pytest.approx(layers * 300e-6)
+    # a model whose weights stay cached pays none of it, one half way down the cache curve half
+    mib = 2**20
+    cached = MeasuredTiming.from_spec(_with_cache(hw_more, (16 * mib, 64 * mib, 1024 * mib), (2.0, 1.5, 1.0)))
+    plain = MeasuredTiming.from_spec(_with_cache(hw, (16 * mib, 64 * mib, 1024 * mib), (2.0, 1.5, 1.0)))
+    for weight_mib, warmth in ((8, 1.0), (64, 0.5), (2048, 0.0)):
+        ops = [types.SimpleNamespace(count=1, weight_bytes=weight_mib * mib)]
+        extra = cached.for_step(ops).get_step_overhead_s(4, "fp32") - plain.for_step(ops).get_step_overhead_s(4, "fp32")
+        assert extra == pytest.approx(4 * 300e-6 * (1 - warmth))
 
 
 def test_fit_overheads_leaves_out_decoders_the_cache_curve_prices_warm():

@@ -213,7 +213,10 @@ def fit_overheads(dtype: str, profile: DtypeProfile, results: Results, in_model_
     The in-model per-layer cost is what a layer of a real model costs beyond its ops timed alone and the tiny
     decoders' dispatch: after each layer's linears have streamed tens of MB of weights through the caches, the ~60
     small ops between them run slower than in a hidden-64 decoder whose every byte stays cached. It is a constant per
-    layer, so it weighs most in narrow layers. Folded into the scale instead, it priced narrow and deep models too
+    layer, so it weighs most in narrow layers; a model whose weights stay cached pays none of it (it is priced times
+    1 - the step's cache warmth, here and in `MeasuredTiming.get_step_overhead_s`: applied in full to the 128-wide
+    pair of `acceptance validate`, 2.4 MB of weights, it took the speculative speedup error from 0.10x to 0.25x).
+    Folded into the scale instead, it priced narrow and deep models too
     fast: with the scale fitted on the 1536- and 2048-wide decoders alone (1.13), tiny-llama-123m's layers (1024
     wide) were 0.45 ms (batch 1) to 0.72 ms (batch 4) each dearer than priced and block-768's 0.35-0.45 ms, while the
     LM head alone was within 2-4 % (2-core Xeon VM, fp32, 2026-12-01). Mid-size decoders of different widths and
@@ -231,7 +234,7 @@ def fit_overheads(dtype: str, profile: DtypeProfile, results: Results, in_model_
     they all stay in); the tiny decoders (dispatch) always stay in."""
     hw = _placeholder_hw({dtype: profile.model_copy(update={"in_model_scale": 1.0})})
     timing = MeasuredTiming.from_spec(hw)
-    rows, is_block, warm, names = [], [], [], []
+    rows, is_block, warm, names, cold = [], [], [], [], []
     for key in results.keys_of(DecoderKey):
         names.append(key.name)
         spec = get_decoder_spec(key.name)
@@ -240,7 +243,9 @@ def fit_overheads(dtype: str, profile: DtypeProfile, results: Results, in_model_
         predicted = sum(float(step_timing.get_op_time(op, dtype).time_s) for op in ops)
         rows.append((predicted, spec.num_layers, results.timing(key).estimate_s))
         is_block.append(key.name not in OVERHEAD_MODELS)
-        warm.append(is_block[-1] and float(step_timing.get_cache_warmth(dtype)) >= WARM_BLOCK)
+        warmth = float(step_timing.get_cache_warmth(dtype))
+        warm.append(is_block[-1] and warmth >= WARM_BLOCK)
+        cold.append(1.0 - warmth if is_block[-1] else 0.0)  # the in-model layer cost's share, as priced
     if not rows:
         return profile
     cold_blocks = sum(b and not w for b, w in zip(is_block, warm))
@@ -249,19 +254,20 @@ def fit_overheads(dtype: str, profile: DtypeProfile, results: Results, in_model_
         rows = [r for r, w in zip(rows, warm) if not w]
         is_block = [b for b, w in zip(is_block, warm) if not w]
         names = [n for n, w in zip(names, warm) if not w]
+        cold = [c for c, w in zip(cold, warm) if not w]
     per_op = np.array([r[0] for r in rows])
     layers = np.array([r[1] for r in rows], dtype=float)
     measured = np.array([r[2] for r in rows])
     block_models = {name for name, b in zip(names, is_block) if b}
     features = {"per_op": per_op, "layers": layers}
     if in_model_layer and len(block_models) >= MIN_IN_MODEL_LAYER_MODELS:
-        features["block_layers"] = layers * np.array(is_block, dtype=float)
+        features["block_layers"] = layers * np.array(cold)
     fit = fit_affine(features, measured)
     # a scale outside [0.2, 5] means the decoders measured something else than their ops: keep it bounded
     scale = min(max(fit.coefficients["per_op"], 0.2), 5.0)
     in_model_layer_s = fit.coefficients.get("block_layers", 0.0)
     predicted = (scale * per_op + fit.coefficients["layers"] * layers + fit.overhead_s
-                 + in_model_layer_s * layers * np.array(is_block, dtype=float))
+                 + in_model_layer_s * layers * np.array(cold))
     residuals = dict(profile.residuals)
     residuals["decoder_fit_rows"] = float(len(rows))
     residuals["decoder_fit_warm_rows_left_out"] = float(left_out)
