@@ -190,13 +190,17 @@ def test_measured_timing_is_immutable_and_prices_overhead_in_the_dtype_asked():
     with pytest.raises(dataclasses.FrozenInstanceError):
         timing.name = "changed"
     fp32, bf16 = hw.measured.dtypes["fp32"], hw.measured.dtypes["bf16"]
-    assert timing.get_step_overhead_s(12, "fp32") == pytest.approx(12 * fp32.layer_overhead_s + fp32.step_overhead_s)
-    assert timing.get_step_overhead_s(12, "bf16") == pytest.approx(12 * bf16.layer_overhead_s + bf16.step_overhead_s)
+
+    def per_step(p):  # not bound to a step: no cache warmth, the whole in-model per-layer cost
+        return 12 * (p.layer_overhead_s + p.in_model_layer_overhead_s) + p.step_overhead_s
+
+    assert timing.get_step_overhead_s(12, "fp32") == pytest.approx(per_step(fp32))
+    assert timing.get_step_overhead_s(12, "bf16") == pytest.approx(per_step(bf16))
     # pricing an fp32 op first no longer changes a bf16 step's overhead
     from rooflinesim.ops import get_step_ops
 
     timing.get_op_time(get_step_ops(load_model_tiny(), 1, 256, 1, "fp32", "fp32", "fp32")[1], "fp32")
-    assert timing.get_step_overhead_s(12, "bf16") == pytest.approx(12 * bf16.layer_overhead_s + bf16.step_overhead_s)
+    assert timing.get_step_overhead_s(12, "bf16") == pytest.approx(per_step(bf16))
 
 
 def load_model_tiny():

@@ -1,7 +1,8 @@
 """`rooflinesim validate --serve`: a measured serving loop on the local device against the serving simulator.
 
 The same seeded Poisson request list (`serve.generate_requests`) is served twice by `serve_loop` on the hold-out
-pair (default tiny-llama-123m with tiny-draft-2l, random weights): without speculation (`off`) and with `fixed:k`
+pair (default tiny-llama-123m with tiny-draft-2l, random weights; a profile calibrated `--shapes-of` them is
+accepted, and `served_shapes` in the report says how many of their weight shapes it timed): without speculation (`off`) and with `fixed:k`
 drafts under the exact rule at temperature 1. The draft's acceptance is measured in the speculative run itself
 (per-position counts of every decode step, `acceptance.measured.from_position_counts`); it is a property of the two
 random models, not something the simulator is asked to predict. The simulator then replays the same requests with
