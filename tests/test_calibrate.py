@@ -474,6 +474,19 @@ def test_fit_overheads_leaves_out_decoders_the_cache_curve_prices_warm():
     fitted = fit_overheads("fp32", profile, results_for(("block-384", "block-768", "block-2048")))
     assert fitted.in_model_scale == pytest.approx(1.2, rel=0.01)
     assert fitted.residuals["decoder_fit_warm_rows_left_out"] == 2
+    # regression (the CI smoke plan): a warm and a cold mid-size decoder are one cold model, too few to tell an
+    # in-model per-layer cost from the scale, so none is fitted
+    smoke = Results()
+    for name in ("overhead-2l", "overhead-8l", "block-384", "block-1536"):  # one row per mid-size decoder: none left out
+        spec = get_decoder_spec(name)
+        for batch, q in ((1, 1), (1, 4)) if name.startswith("overhead") else ((1, 1),):
+            ops = get_step_ops(spec, batch, DECODER_CONTEXT, q, "fp32", "fp32", "fp32")
+            per_op = sum(float(timing.for_step(ops).get_op_time(op, "fp32").time_s) for op in ops)
+            extra = 1.6 if name == "block-384" else 1.2
+            smoke.add(DecoderKey(name, batch, q), Timing((extra * per_op + spec.num_layers * 1e-4 + 5e-5,)))
+    fitted_smoke = fit_overheads("fp32", profile, smoke)
+    assert fitted_smoke.residuals["decoder_fit_warm_rows_left_out"] == 0
+    assert fitted_smoke.in_model_layer_overhead_s == 0.0
     alone = fit_overheads("fp32", profile, results_for(("block-384",)))
     assert alone.residuals["decoder_fit_warm_rows_left_out"] == 0 and alone.in_model_scale > 1.3
 
