@@ -260,9 +260,9 @@ def fit_overheads(dtype: str, profile: DtypeProfile, results: Results, in_model_
     per_op = np.array([r[0] for r in rows])
     layers = np.array([r[1] for r in rows], dtype=float)
     measured = np.array([r[2] for r in rows])
-    block_models = {name for name, b, c in zip(names, is_block, cold) if b and c > 1.0 - WARM_BLOCK}
+    cold_models = {name for name, b, c in zip(names, is_block, cold) if b and c > 1.0 - WARM_BLOCK}
     features = {"per_op": per_op, "layers": layers}
-    if in_model_layer and len(block_models) >= MIN_IN_MODEL_LAYER_MODELS:
+    if in_model_layer and len(cold_models) >= MIN_IN_MODEL_LAYER_MODELS:
         features["block_layers"] = layers * np.array(cold)
     fit = fit_affine(features, measured)
     # a scale outside [0.2, 5] means the decoders measured something else than their ops: keep it bounded

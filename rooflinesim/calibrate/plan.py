@@ -192,28 +192,24 @@ def drop_oversized_served_shapes(plan: "Plan", dtype: str) -> tuple["Plan", tupl
     return (replace(plan, served_shapes=fits) if dropped else plan), dropped
 
 
+def _held_out_shapes(models=()) -> set[tuple[int, int]]:
+    """The weight shapes of the named hold-out models and of any `models` given."""
+    from ..registry import load_model
+
+    return set(get_served_shapes([load_model(name) for name in HOLD_OUT_MODELS] + list(models)))
+
+
 def get_profile_hold_out_clash(hw, models=()) -> list[tuple[int, int]]:
     """The weight shapes of the hold-out models (the named ones and `models`) that a measured profile has tables
     for: a profile calibrated with `--shapes-of` one of them cannot measure how its tables transfer to them."""
-    from ..registry import load_model
-
-    held = set()
-    for spec in [load_model(name) for name in HOLD_OUT_MODELS] + list(models):
-        held |= _linear_weight_shapes(spec)
     tabled = {(t.in_features, t.out_features) for prof in hw.measured.dtypes.values() for t in prof.linear}
-    return sorted(held & tabled)
+    return sorted(_held_out_shapes(models) & tabled)
 
 
 def check_hold_out(shapes=LINEAR_SHAPES, models=()) -> None:
     """Raise if a calibrated weight shape (listed, or of a timed decoder) equals a weight shape of the hold-out
     models (the named ones and any `models` given, e.g. validate's randomised family)."""
-    from ..registry import load_model
-
-    calibrated = get_calibrated_shapes(shapes)
-    held = set()
-    for spec in [load_model(name) for name in HOLD_OUT_MODELS] + list(models):
-        held |= _linear_weight_shapes(spec)
-    clash = held.intersection(calibrated)
+    clash = _held_out_shapes(models).intersection(get_calibrated_shapes(shapes))
     if clash:
         raise AssertionError(f"calibration shapes {sorted(clash)} are hold-out shapes")
 

@@ -1,15 +1,15 @@
 """`rooflinesim validate --serve`: a measured serving loop on the local device against the serving simulator.
 
-The same seeded Poisson request list (`serve.generate_requests`) is served twice by `serve_loop` on the hold-out
-pair (default tiny-llama-123m with tiny-draft-2l, random weights; a profile calibrated `--shapes-of` them is
-accepted, and `served_shapes` in the report says how many of their weight shapes it timed): without speculation (`off`) and with `fixed:k`
-drafts under the exact rule at temperature 1. The draft's acceptance is measured in the speculative run itself
-(per-position counts of every decode step, `acceptance.measured.from_position_counts`); it is a property of the two
-random models, not something the simulator is asked to predict. The simulator then replays the same requests with
+The same seeded Poisson request list (`serve.generate_requests`) is served twice by `serve_loop` on the hold-out pair
+(default tiny-llama-123m with tiny-draft-2l, random weights; a profile calibrated `--shapes-of` them is accepted, and
+`served_shapes` in the report says how many of their weight shapes it timed): without speculation (`off`) and with
+`fixed:k` drafts under the exact rule at temperature 1. The draft's acceptance is measured in the speculative run
+itself (per-position counts of every decode step, `acceptance.measured.from_position_counts`); it is a property of the
+two random models, not something the simulator is asked to predict. The simulator then replays the same requests with
 the calibrated profile (`serve.simulate`, with the same max_num_seqs and token budget, that acceptance, the sampler
-and exact rule the loop runs (`sampling=True`) and its two-token first draft step, over
-`sim_seeds` acceptance seeds whose percentiles are averaged), and the report compares TTFT and TPOT p50 / p90
-(goals: within 15 % at the p50s, 25 % at the p90s).
+and exact rule the loop runs (`sampling=True`) and its two-token first draft step, over `sim_seeds` acceptance seeds
+whose percentiles are averaged), and the report compares TTFT and TPOT p50 / p90 (goals: within 15 % at the p50s, 25 %
+at the p90s).
 
 On a shared machine other processes stall a multi-threaded loop by whole scheduler slices: the share of each run
 during which some task waited for a CPU (Linux PSI) is recorded, and a run contended for more than CONTENDED_SHARE

@@ -89,8 +89,9 @@ def cmd_calibrate(args) -> int:
     for dtype, prof in spec.measured.dtypes.items():
         print(f"  {dtype}: GEMV {prof.gemv_bandwidth_bytes_per_s / GIGA:.1f} GB/s, copy "
               f"{prof.copy_bandwidth_bytes_per_s / GIGA:.1f} GB/s, GEMM peak {prof.peak_flops_per_s / GIGA:.0f} GFLOP/s, "
-              f"per-layer overhead {prof.layer_overhead_s / MICRO:.0f} us + {prof.in_model_layer_overhead_s / MICRO:.0f} us "
-              f"in a model's layers, in-model scale {prof.in_model_scale:.2f}")
+              f"per-layer overhead {prof.layer_overhead_s / MICRO:.0f} us + "
+              f"{prof.in_model_layer_overhead_s / MICRO:.0f} us in a model's layers, in-model scale "
+              f"{prof.in_model_scale:.2f}")
     if "re-run in a quiet window" in prov.notes:
         print("warning: the CPU was contended by other processes during the run (see the profile's notes); "
               "numbers from a quiet window are more reproducible", file=sys.stderr)
