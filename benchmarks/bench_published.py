@@ -28,9 +28,9 @@ import yaml
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from rooflinesim.predict import predict_scenario  # noqa: E402
-from rooflinesim.registry import load_hardware  # noqa: E402
-from rooflinesim.scenario import build_scenario  # noqa: E402
+from rooflinesim.pricing.predict import predict_scenario  # noqa: E402
+from rooflinesim.specs.registry import load_hardware  # noqa: E402
+from rooflinesim.scenario.builder import build_scenario  # noqa: E402
 
 TABLE = Path(__file__).resolve().parent / "published" / "measurements.yaml"
 

@@ -15,8 +15,8 @@ from pathlib import Path
 
 import numpy as np
 
-from rooflinesim.profiles import get_host_cpu_model
-from rooflinesim.scenario import build_scenario
+from rooflinesim.specs.profiles import get_host_cpu_model
+from rooflinesim.scenario.builder import build_scenario
 from rooflinesim.serve import LengthDistribution, generate_requests, simulate
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))

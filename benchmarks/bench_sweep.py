@@ -9,7 +9,7 @@ import time
 
 import numpy as np
 
-from rooflinesim.sweep import sweep
+from rooflinesim.pricing.sweep import sweep
 
 
 def main(repeats: int = 5) -> None:

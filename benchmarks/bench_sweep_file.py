@@ -22,7 +22,7 @@ from pathlib import Path
 
 import numpy as np
 
-from rooflinesim.profiles import get_host_cpu_model
+from rooflinesim.specs.profiles import get_host_cpu_model
 
 BATCH = list(range(1, 257))
 CTX = "1k..128k"  # 8 contexts, powers of two

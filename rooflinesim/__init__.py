@@ -3,9 +3,12 @@
 Flat public API; see README.md for the data flow (specs -> ops -> roofline -> step -> speculative -> predict).
 """
 
-from .predict import Prediction, predict
-from .registry import SpecError, list_hardware, list_models, load_hardware, load_model
-from .specs import HardwareSpec, InputError, ModelSpec, Workload
+from .pricing.predict import Prediction, predict
+from .specs.registry import SpecError, list_hardware, list_models, load_hardware, load_model
+from .specs.hardware import HardwareSpec
+from .errors import InputError
+from .specs.model import ModelSpec
+from .specs.workload import Workload
 from .units import parse_count
 
 __version__ = "0.1.0"

@@ -12,7 +12,7 @@ import tempfile
 from pathlib import Path
 from typing import IO, Iterator
 
-from .specs import InputError
+from .errors import InputError
 
 
 def check_output_path(path: str | Path, what: str = "output", suffixes: tuple[str, ...] = (),

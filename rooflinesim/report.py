@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 
-from .predict import Prediction, StepSummary
+from .pricing.predict import Prediction, StepSummary
 from .units import GIGA, format_bytes, format_count, format_flops, format_rate, format_seconds
 
 
@@ -77,7 +77,7 @@ def render_prediction(prediction: Prediction, console=None) -> None:
         f"this context: {mem['max_batch']}"
     )
     if prediction.speculative is not None:
-        from .speculative import render_speculative
+        from .pricing.speculative import render_speculative
 
         render_speculative(prediction.speculative, console)
     for warning in prediction.warnings:

@@ -9,10 +9,14 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .ops import OpCost, get_activation_bytes, get_kv_cache_bytes, get_step_ops
+from .ops.op_cost import OpCost
+from .ops.step_ops import get_activation_bytes, get_kv_cache_bytes, get_step_ops
 from .units import DEFAULT_QUANT_GROUP_SIZE
 from .timing import Z90, DatasheetTiming, OpTime, RelativeSigmas, TimingModel, get_op_family, get_op_time
-from .specs import HardwareSpec, InputError, ModelSpec, Workload
+from .specs.hardware import HardwareSpec
+from .errors import InputError
+from .specs.model import ModelSpec
+from .specs.workload import Workload
 
 
 @dataclass(frozen=True)

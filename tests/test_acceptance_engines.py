@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 from rooflinesim.acceptance import expected_tokens_iid
 from rooflinesim.acceptance.engines import detect_format, parse_engine_acceptance, read_engine_acceptance
 from rooflinesim.acceptance.measured import AcceptanceSourceError, clopper_pearson, from_position_counts
-from rooflinesim.specs import InputError
+from rooflinesim.errors import InputError
 
 LOGS = Path(__file__).parent / "data" / "engine-logs"
 

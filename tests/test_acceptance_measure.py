@@ -13,16 +13,17 @@ pytest.importorskip("safetensors")
 
 from scipy import stats  # noqa: E402
 
-from rooflinesim.calibrate.acceptance_models import (VOCAB, corpus, hf_config, train_checkpoint,  # noqa: E402
-                                                     trained_pair, write_prompts)
+from rooflinesim.calibrate.acceptance_models import (
+    VOCAB, corpus, hf_config, train_checkpoint, trained_pair, write_prompts,
+)
 from rooflinesim.acceptance.sources import load_acceptance  # noqa: E402
-from rooflinesim.calibrate.acceptance_measure import (MeasureSettings, load_pair, measure_acceptance,  # noqa: E402
-                                                      speculative_decode)
-from rooflinesim.calibrate.hf_checkpoint import (_hf_to_interleaved, load_hf_decoder,  # noqa: E402
-                                                 rope_inverse_frequencies, set_rope_tables)
+from rooflinesim.calibrate.acceptance_measure import MeasureSettings, load_pair, measure_acceptance, speculative_decode
+from rooflinesim.calibrate.hf_checkpoint import (
+    _hf_to_interleaved, load_hf_decoder, rope_inverse_frequencies, set_rope_tables,
+)
 from rooflinesim.calibrate.model import apply_rope  # noqa: E402
 from rooflinesim.cli import main  # noqa: E402
-from rooflinesim.specs import InputError  # noqa: E402
+from rooflinesim.errors import InputError  # noqa: E402
 
 
 @pytest.fixture(scope="module")

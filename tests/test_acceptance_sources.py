@@ -13,9 +13,9 @@ from rooflinesim.acceptance.measured import AcceptanceSourceError
 from rooflinesim.acceptance.presets import get_preset, list_presets, load_preset_library
 from rooflinesim.acceptance.sources import load_acceptance
 from rooflinesim.cli import main
-from rooflinesim.predict import predict
-from rooflinesim.scenario import build_scenario
-from rooflinesim.specs import InputError
+from rooflinesim.pricing.predict import predict
+from rooflinesim.scenario.builder import build_scenario
+from rooflinesim.errors import InputError
 
 LOGS = Path(__file__).parent / "data" / "engine-logs"
 

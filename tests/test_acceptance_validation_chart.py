@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from rooflinesim.plots import get_acceptance_validation_data, plot_acceptance_validation
-from rooflinesim.specs import InputError
+from rooflinesim.errors import InputError
 
 
 def _report():

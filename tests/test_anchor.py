@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from rooflinesim.measured_spec import Provenance
+from rooflinesim.specs.measured import Provenance
 
 PROV = dict(device_kind="cpu", device_name="x", host_cpu="x", torch_version="x", dtypes=("fp32",), threads=2,
             date="d", command="c", duration_s=1.0, quick=True, drift=0.0, drift_flagged=False)

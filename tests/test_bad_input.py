@@ -21,7 +21,7 @@ from pathlib import Path
 import pytest
 
 from rooflinesim.cli import main
-from rooflinesim.specs import InputError
+from rooflinesim.errors import InputError
 
 try:  # tests/ on sys.path (pytest's default rootdir/prepend import mode)
     from hostile_files import DATA, ROOT, expand, write_hostile_files

@@ -13,11 +13,11 @@ import pytest
 
 import rooflinesim
 from rooflinesim import plots
-from rooflinesim.scenario import build_scenario
-from rooflinesim.spec_base import SpecError
-from rooflinesim.specs import InputError
-from rooflinesim.sweep import sweep
-from rooflinesim.validation_report import load_validation_report
+from rooflinesim.scenario.builder import build_scenario
+from rooflinesim.specs.base import SpecError
+from rooflinesim.errors import InputError
+from rooflinesim.pricing.sweep import sweep
+from rooflinesim.specs.validation_report import load_validation_report
 
 try:  # tests/ on sys.path (pytest's default rootdir/prepend import mode)
     from hostile_files import write_hostile_files

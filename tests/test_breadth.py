@@ -7,9 +7,10 @@ from hypothesis import strategies as st
 
 import rooflinesim
 from rooflinesim import load_hardware, load_model
-from rooflinesim.ops import get_expected_experts_touched, get_step_ops
-from rooflinesim.scenario import build_scenario
-from rooflinesim.speculative import price_speculation
+from rooflinesim.ops.op_cost import get_expected_experts_touched
+from rooflinesim.ops.step_ops import get_step_ops
+from rooflinesim.scenario.builder import build_scenario
+from rooflinesim.pricing.speculative import price_speculation
 from rooflinesim.step import get_step_cost
 
 from .strategies import hardware_names, model_names, workloads
@@ -82,7 +83,7 @@ def test_tp_in_predict_json_and_memory_per_device():
 
 def test_draft_tp_defaults_to_the_target_tp_in_time_and_memory_alike():
     """Regression: without --draft-tp the draft's time used the target's TP but its memory fit assumed TP 1."""
-    from rooflinesim.scenario import build_scenario
+    from rooflinesim.scenario.builder import build_scenario
 
     s = build_scenario("h100", "llama-3.1-70b", 8, 4096, tp=4, draft="llama-3.1-8b")
     assert s.draft_workload.tensor_parallel == 4

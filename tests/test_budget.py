@@ -9,10 +9,13 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from rooflinesim.calibrate.budget import (LEVELS, QUICK_BUDGET_S, SAFETY, DeviceSpeed, estimate_key_s,
-                                          estimate_plan_s, get_level_plan, is_essential, plan_for_budget)
-from rooflinesim.calibrate.measurements import (AttentionKey, CacheKey, DecoderKey, ElementwiseKey, LinearKey, SamplerKey,
-                                               WarmLinearKey)
+from rooflinesim.calibrate.budget import (
+    LEVELS, QUICK_BUDGET_S, SAFETY, DeviceSpeed, estimate_key_s, estimate_plan_s, get_level_plan, is_essential,
+    plan_for_budget,
+)
+from rooflinesim.calibrate.measurements import (
+    AttentionKey, CacheKey, DecoderKey, ElementwiseKey, LinearKey, SamplerKey, WarmLinearKey,
+)
 
 CPU = types.SimpleNamespace(is_cuda=False)
 FAMILIES = (LinearKey, AttentionKey, ElementwiseKey, DecoderKey, CacheKey, WarmLinearKey, SamplerKey)

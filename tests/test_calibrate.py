@@ -18,14 +18,16 @@ import pytest
 import yaml
 
 from rooflinesim.calibrate.fit import fit_affine, fit_roofline
-from rooflinesim.calibrate.profile import (MeasuredTiming, apply_calibration, load_profile, write_profile,
-                                           write_text_atomic)
+from rooflinesim.calibrate.profile import (
+    MeasuredTiming, apply_calibration, load_profile, write_profile, write_text_atomic,
+)
 from rooflinesim.calibrate.plan import synthetic_spec
-from rooflinesim.ops import get_step_ops
-from rooflinesim.registry import SpecError, load_hardware, load_model
+from rooflinesim.ops.step_ops import get_step_ops
+from rooflinesim.specs.registry import SpecError, load_hardware, load_model
 from rooflinesim.step import get_step_cost
-from rooflinesim.specs import (AffineFit, CacheReuse, DtypeProfile, Efficiency, HardwareSpec, InputError,
-                               LinearTable, MeasuredProfile, Provenance)
+from rooflinesim.specs.measured import AffineFit, CacheReuse, DtypeProfile, LinearTable, MeasuredProfile, Provenance
+from rooflinesim.specs.hardware import Efficiency, HardwareSpec
+from rooflinesim.errors import InputError
 
 ROOT = Path(__file__).resolve().parent.parent
 COMMITTED = sorted((ROOT / "calibrate").glob("*.yaml"))
@@ -510,7 +512,7 @@ def test_apply_calibration_warns_on_another_device(tmp_path):
 
 
 def test_import_profile_does_not_import_torch():
-    code = ("import sys, rooflinesim.calibrate.profile, rooflinesim.calibrate.fit, rooflinesim.predict; "
+    code = ("import sys, rooflinesim.calibrate.profile, rooflinesim.calibrate.fit, rooflinesim.pricing.predict; "
             "print('torch' in sys.modules)")
     out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "False"
@@ -596,7 +598,7 @@ def test_a_measured_profile_and_its_validation_report_are_committed():
 
 @pytest.mark.parametrize("path", COMMITTED, ids=[p.name for p in COMMITTED])
 def test_committed_profile_predicts(path):
-    from rooflinesim.predict import predict
+    from rooflinesim.pricing.predict import predict
 
     hw = load_profile(path)
     dtype = hw.measured.provenance.dtypes[0]
@@ -620,7 +622,7 @@ def test_cli_predict_with_calibration_flag():
     data = json.loads(out.stdout)
     assert data["hardware"]["calibration_profile"] == load_profile(path).measured.profile_name
     # the only warning is the one-line host notice, and only when this machine is not the profile's host
-    from rooflinesim.profiles import get_host_cpu_model
+    from rooflinesim.specs.profiles import get_host_cpu_model
 
     warnings = [line for line in out.stderr.splitlines() if line.startswith("warning")]
     foreign = load_profile(path).measured.provenance.host_cpu != get_host_cpu_model()
@@ -718,8 +720,8 @@ def test_calibration_builds_each_decoder_once_and_times_every_token_configuratio
 def test_speculative_loop_prices_the_first_draft_step_cold_and_the_rest_warm():
     """In the loop the target's verify runs between the last and the first draft step: that one streams the draft
     from memory (both models' weights count), the following k - 1 reuse the cached draft."""
-    from rooflinesim.scenario import build_scenario
-    from rooflinesim.speculative import get_draft_step_time_s, price_speculation
+    from rooflinesim.scenario.builder import build_scenario
+    from rooflinesim.pricing.speculative import get_draft_step_time_s, price_speculation
 
     hw = _with_cache(make_profile(), (1e7, 1e8, 1e9), (2.0, 1.5, 1.0))
     scenario = build_scenario(hw, "tiny-llama-123m", 1, 1024, weight_dtype="fp32", draft="tiny-draft-2l")

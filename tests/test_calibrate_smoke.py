@@ -19,7 +19,7 @@ from rooflinesim.calibrate.plan import Plan  # noqa: E402
 from rooflinesim.calibrate.profile import load_profile, write_profile  # noqa: E402
 from rooflinesim.calibrate.timers import select_device  # noqa: E402
 from rooflinesim.calibrate.validate import plot_report, run_validation, write_report  # noqa: E402
-from rooflinesim.validation_report import load_validation_report  # noqa: E402
+from rooflinesim.specs.validation_report import load_validation_report  # noqa: E402
 
 
 @pytest.fixture(scope="module")

@@ -9,7 +9,7 @@ import pytest
 
 import rooflinesim
 from rooflinesim.cli import main
-from rooflinesim.registry import model_from_hf_config
+from rooflinesim.specs.registry import model_from_hf_config
 
 DATA = Path(__file__).parent / "data"
 HARDWARE_DIR = Path(__file__).parent.parent / "hardware"

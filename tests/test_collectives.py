@@ -5,10 +5,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from rooflinesim.predict import predict_scenario
-from rooflinesim.registry import load_hardware
-from rooflinesim.scenario import build_scenario
-from rooflinesim.specs import HardwareSpec
+from rooflinesim.pricing.predict import predict_scenario
+from rooflinesim.specs.registry import load_hardware
+from rooflinesim.scenario.builder import build_scenario
+from rooflinesim.specs.hardware import HardwareSpec
 from rooflinesim.timing.collectives import get_collective_algorithm, get_collective_parts
 
 NVLINK = ("a100", "h100", "h200", "b200", "mi300x")

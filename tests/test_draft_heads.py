@@ -7,11 +7,11 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import rooflinesim
-from rooflinesim.draft_heads import HEAD_KINDS, HEAD_SOURCES, get_head_ops, get_head_weight_bytes
-from rooflinesim.registry import load_model
-from rooflinesim.scenario import build_scenario
-from rooflinesim.speculative import price_speculation
-from rooflinesim.specs import Workload
+from rooflinesim.ops.draft_heads import HEAD_KINDS, HEAD_SOURCES, get_head_ops, get_head_weight_bytes
+from rooflinesim.specs.registry import load_model
+from rooflinesim.scenario.builder import build_scenario
+from rooflinesim.pricing.speculative import price_speculation
+from rooflinesim.specs.workload import Workload
 
 BF16 = Workload(batch=1, context_tokens=4096)
 

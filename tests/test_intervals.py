@@ -13,10 +13,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from rooflinesim.calibrate.merge import merge_profiles
-from rooflinesim.predict import predict
-from rooflinesim.profiles import get_host_cpu_model, get_host_notice, write_profile
-from rooflinesim.scenario import build_scenario
-from rooflinesim.specs import InputError
+from rooflinesim.pricing.predict import predict
+from rooflinesim.specs.profiles import get_host_cpu_model, get_host_notice, write_profile
+from rooflinesim.scenario.builder import build_scenario
+from rooflinesim.errors import InputError
 from rooflinesim.timing import get_timing_model
 
 from .test_calibrate import ROOT, make_profile
@@ -81,7 +81,7 @@ def test_intervals_widen_with_drift_and_narrow_with_pooled_runs():
 def test_k0_is_plain_decoding_with_an_exact_speedup():
     scenario = build_scenario(with_spread(make_profile(), 0.3), "tiny-llama-123m", 4, 1024, weight_dtype="fp32",
                               kv_dtype="fp32", activation_dtype="fp32", draft="tiny-draft-2l", k=0)
-    from rooflinesim.speculative import price_speculation
+    from rooflinesim.pricing.speculative import price_speculation
 
     grid = price_speculation(scenario, 4, 1024, np.arange(0, 5), 0.8)
     assert grid.speedup_rel_sigma[0] == 0.0 and np.all(grid.speedup_rel_sigma[1:] > 0)
@@ -90,7 +90,7 @@ def test_k0_is_plain_decoding_with_an_exact_speedup():
 def test_the_interval_is_the_documented_root_sum_square():
     """One step by hand: per op sigma_family x its time, root-sum-square, (+) the shared term; 90 % = 1.645 sigma."""
     from rooflinesim.step import get_step_cost
-    from rooflinesim.registry import load_model
+    from rooflinesim.specs.registry import load_model
 
     hw = with_spread(make_profile(), 0.25, drift=0.05)
     timing = get_timing_model(hw)
@@ -144,7 +144,7 @@ def test_host_cpu_is_read_from_proc_cpuinfo_without_torch(tmp_path):
     info = tmp_path / "cpuinfo"
     info.write_text("processor\t: 0\nmodel name\t: Fancy CPU 9000\nflags\t: avx\n")
     assert get_host_cpu_model(info) == "Fancy CPU 9000"
-    code = "import sys, rooflinesim.scenario, rooflinesim.profiles; print('torch' in sys.modules)"
+    code = "import sys, rooflinesim.scenario.builder, rooflinesim.specs.profiles; print('torch' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "False"
 

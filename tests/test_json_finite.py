@@ -23,9 +23,9 @@ from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from rooflinesim.cli import main
-from rooflinesim.predict import Prediction
+from rooflinesim.pricing.predict import Prediction
 from rooflinesim.report import to_json
-from rooflinesim.scenario import DRAFTER_KINDS
+from rooflinesim.scenario.inputs import DRAFTER_KINDS
 
 ROOT = Path(__file__).resolve().parent.parent
 PROFILE = str(ROOT / "calibrate" / "cpu-intel-xeon-2c.yaml")

@@ -8,8 +8,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from rooflinesim.cli import main
-from rooflinesim.scenario import DEFAULT_GPU_MEMORY_UTILIZATION, DEFAULT_MEMORY_RESERVE_BYTES, build_scenario
-from rooflinesim.specs import InputError
+from rooflinesim.scenario.inputs import DEFAULT_GPU_MEMORY_UTILIZATION, DEFAULT_MEMORY_RESERVE_BYTES
+from rooflinesim.scenario.builder import build_scenario
+from rooflinesim.errors import InputError
 
 GIB = 1 << 30
 KV_PER_TOKEN = 131072  # Llama-3.1-8B bf16: 2 x 32 layers x 8 KV heads x 128 x 2 bytes

@@ -9,8 +9,8 @@ import pytest
 import yaml
 from pydantic import ValidationError
 
-from rooflinesim.registry import SpecError, load_model, load_yaml
-from rooflinesim.specs import MLASpec, ModelSpec, MoESpec
+from rooflinesim.specs.registry import SpecError, load_model, load_yaml
+from rooflinesim.specs.model import MLASpec, ModelSpec, MoESpec
 
 ROOT = Path(__file__).resolve().parent.parent
 DATA = Path(__file__).resolve().parent / "data"

@@ -6,7 +6,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from rooflinesim import load_hardware, load_model
-from rooflinesim.ops import get_attention_pairs, get_kv_tokens_read, get_step_ops
+from rooflinesim.ops.op_cost import get_attention_pairs, get_kv_tokens_read
+from rooflinesim.ops.step_ops import get_step_ops
 from rooflinesim.step import get_step_cost
 
 
@@ -131,7 +132,7 @@ def test_lm_head_counts_two_flops_per_mac_and_prefill_computes_last_logits_only(
 @settings(max_examples=40, deadline=None)
 @given(d=st.sampled_from([256, 1024, 4096, 16384, 65536]), m=st.integers(1, 64))
 def test_linear_intensity_tends_to_2m_over_bytes_per_weight(d, m):
-    from rooflinesim.ops import make_linear as _linear
+    from rooflinesim.ops.op_cost import make_linear as _linear
 
     for w_bytes in (2.0, 1.0, 0.5):
         op = _linear("x", 1, m, d, d, w_bytes, 2.0)

@@ -15,8 +15,8 @@ import numpy as np
 import pytest
 
 from rooflinesim import load_model
-from rooflinesim.ops import get_step_ops
-from rooflinesim.specs import ModelSpec
+from rooflinesim.ops.step_ops import get_step_ops
+from rooflinesim.specs.model import ModelSpec
 
 FIXTURE = Path(__file__).resolve().parent / "data" / "ops-golden.json"
 FIELDS = ("flops", "weight_bytes", "act_read_bytes", "act_write_bytes", "kv_read_bytes", "kv_write_bytes", "comm_bytes")

@@ -16,7 +16,7 @@ pytest.importorskip("matplotlib")
 
 from rooflinesim import load_hardware, plots  # noqa: E402
 from rooflinesim.cli import main  # noqa: E402
-from rooflinesim.specs import InputError  # noqa: E402
+from rooflinesim.errors import InputError  # noqa: E402
 from rooflinesim.step import get_step_cost  # noqa: E402
 
 REPORT = Path(__file__).parent / "data" / "validation-example.json"
@@ -66,7 +66,7 @@ def test_roofline_points_lie_under_the_datasheet_roofline():
 
 
 def test_roofline_refuses_a_calibration_that_is_not_a_profile():
-    from rooflinesim.registry import SpecError
+    from rooflinesim.specs.registry import SpecError
 
     hw = load_hardware("cpu")
     with pytest.raises(SpecError, match="not a measured profile"):

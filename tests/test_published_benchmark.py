@@ -54,8 +54,8 @@ def test_prediction_of_a_row_by_hand():
 def test_every_row_fits_the_device_it_ran_on():
     """Each row's batch at its final context fits the whole device memory (static-batch engines preallocate exactly
     that; vLLM's 0.9 utilisation and 3 GiB reserve are a serving default, and 5 TensorRT-LLM rows exceed it)."""
-    from rooflinesim.predict import predict_scenario
-    from rooflinesim.scenario import build_scenario
+    from rooflinesim.pricing.predict import predict_scenario
+    from rooflinesim.scenario.builder import build_scenario
 
     bench = _bench()
     for row in bench.load_rows():

@@ -6,10 +6,10 @@ import numpy as np
 import pytest
 
 from rooflinesim.cli import main
-from rooflinesim.predict import predict_scenario
-from rooflinesim.registry import load_hardware
-from rooflinesim.scenario import build_scenario
-from rooflinesim.specs import InputError
+from rooflinesim.pricing.predict import predict_scenario
+from rooflinesim.specs.registry import load_hardware
+from rooflinesim.scenario.builder import build_scenario
+from rooflinesim.errors import InputError
 from rooflinesim.timing.quant_kernels import KERNELS
 
 SHIPPED = ["a100", "h100", "h200", "b200", "l4", "l40s", "a10g", "rtx4090", "mi300x", "v5e", "cpu"]

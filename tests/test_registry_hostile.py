@@ -11,9 +11,11 @@ import pytest
 import yaml
 
 from rooflinesim.calibrate.profile import load_profile
-from rooflinesim.registry import (SpecError, load_any_spec, load_hardware, load_model, load_spec_file,
-                                  model_from_hf_config)
-from rooflinesim.specs import HardwareSpec, ModelSpec
+from rooflinesim.specs.registry import (
+    SpecError, load_any_spec, load_hardware, load_model, load_spec_file, model_from_hf_config,
+)
+from rooflinesim.specs.hardware import HardwareSpec
+from rooflinesim.specs.model import ModelSpec
 
 ROOT = Path(__file__).resolve().parent.parent
 DATA = Path(__file__).resolve().parent / "data"

@@ -7,11 +7,12 @@ import numpy as np
 import pytest
 from hypothesis import given, settings, strategies as st
 
-from rooflinesim.ops import get_acceptance_rule_ops, get_step_ops
-from rooflinesim.registry import load_model
-from rooflinesim.scenario import build_scenario
-from rooflinesim.specs import InputError
-from rooflinesim.speculative import price_speculation
+from rooflinesim.ops.sections import get_acceptance_rule_ops
+from rooflinesim.ops.step_ops import get_step_ops
+from rooflinesim.specs.registry import load_model
+from rooflinesim.scenario.builder import build_scenario
+from rooflinesim.errors import InputError
+from rooflinesim.pricing.speculative import price_speculation
 
 
 def test_sampler_op_bytes_by_hand():

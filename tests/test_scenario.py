@@ -12,10 +12,10 @@ from hypothesis import strategies as st
 
 import rooflinesim
 from rooflinesim import plots
-from rooflinesim.predict import predict_scenario
-from rooflinesim.scenario import build_scenario
-from rooflinesim.speculative import get_break_even_batch
-from rooflinesim.sweep import sweep, sweep_scenario
+from rooflinesim.pricing.predict import predict_scenario
+from rooflinesim.scenario.builder import build_scenario
+from rooflinesim.pricing.speculative import get_break_even_batch
+from rooflinesim.pricing.sweep import sweep, sweep_scenario
 
 ROOT = Path(__file__).resolve().parent.parent
 PROFILE = ROOT / "calibrate" / "cpu-intel-xeon-2c.yaml"
@@ -182,7 +182,7 @@ def test_break_even_has_one_definition():
 
 
 def test_measured_timing_is_immutable_and_prices_overhead_in_the_dtype_asked():
-    from rooflinesim.profiles import load_profile
+    from rooflinesim.specs.profiles import load_profile
     from rooflinesim.timing import MeasuredTiming
 
     hw = load_profile(PROFILE)
@@ -197,7 +197,7 @@ def test_measured_timing_is_immutable_and_prices_overhead_in_the_dtype_asked():
     assert timing.get_step_overhead_s(12, "fp32") == pytest.approx(per_step(fp32))
     assert timing.get_step_overhead_s(12, "bf16") == pytest.approx(per_step(bf16))
     # pricing an fp32 op first no longer changes a bf16 step's overhead
-    from rooflinesim.ops import get_step_ops
+    from rooflinesim.ops.step_ops import get_step_ops
 
     timing.get_op_time(get_step_ops(load_model_tiny(), 1, 256, 1, "fp32", "fp32", "fp32")[1], "fp32")
     assert timing.get_step_overhead_s(12, "bf16") == pytest.approx(per_step(bf16))

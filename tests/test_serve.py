@@ -9,13 +9,13 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import rooflinesim
-from rooflinesim.scenario import build_scenario
+from rooflinesim.scenario.builder import build_scenario
 from rooflinesim.serve import LengthDistribution, ServeConfig, generate_requests, simulate
 from rooflinesim.serve.engine import get_kv_capacity_blocks
 from rooflinesim.serve.metrics import TIMELINE_COLUMNS
 from rooflinesim.serve.policies import parse_policy
-from rooflinesim.speculative import price_speculation
-from rooflinesim.specs import InputError
+from rooflinesim.pricing.speculative import price_speculation
+from rooflinesim.errors import InputError
 
 
 def _scenario(hw="h100", alpha=0.8, **options):

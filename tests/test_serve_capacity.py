@@ -8,11 +8,11 @@ from dataclasses import replace
 import numpy as np
 import pytest
 
-from rooflinesim.scenario import build_scenario
+from rooflinesim.scenario.builder import build_scenario
 from rooflinesim.serve import LengthDistribution, ServeConfig, StepPricer, generate_requests, simulate
 from rooflinesim.serve.rates import get_saturation_rate_per_s
 from rooflinesim.serve.uncertainty import get_step_rel_sigma, get_step_speed_interval, simulate_at_step_speed
-from rooflinesim.specs import InputError
+from rooflinesim.errors import InputError
 from rooflinesim.step import get_workload_step
 
 PROMPT, OUTPUT = LengthDistribution.parse("8", "p"), LengthDistribution.parse("256", "o")

@@ -7,7 +7,7 @@ import pytest
 import yaml
 
 from rooflinesim.cli import main
-from rooflinesim.scenario import build_scenario
+from rooflinesim.scenario.builder import build_scenario
 from rooflinesim.serve import ServeConfig
 from rooflinesim.serve.engine_configs import emit_engine_config, get_k_by_batch
 from rooflinesim.serve.rates import get_crossovers, parse_rates

@@ -17,7 +17,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from rooflinesim.scenario import build_scenario
+from rooflinesim.scenario.builder import build_scenario
 from rooflinesim.serve import LengthDistribution, ServeConfig, generate_requests, simulate
 
 FIXTURE = Path(__file__).resolve().parent / "data" / "serve-golden.json"

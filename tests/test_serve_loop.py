@@ -18,9 +18,9 @@ torch = pytest.importorskip("torch")
 from rooflinesim.calibrate.model import build_decoder  # noqa: E402
 from rooflinesim.calibrate.serve_loop import LoopConfig, make_prompts, run_serving_loop  # noqa: E402
 from rooflinesim.cli import main  # noqa: E402
-from rooflinesim.registry import load_model  # noqa: E402
+from rooflinesim.specs.registry import load_model  # noqa: E402
 from rooflinesim.serve import LengthDistribution, generate_requests  # noqa: E402
-from rooflinesim.specs import InputError  # noqa: E402
+from rooflinesim.errors import InputError  # noqa: E402
 
 PROFILE = "calibrate/cpu-amd-epyc-2c.yaml"
 
@@ -172,7 +172,7 @@ def test_serve_validation_report_and_chart(tmp_path):
 
 def test_offered_rate_is_the_load_times_offs_simulated_capacity():
     from rooflinesim.calibrate.serve_validate import ServeValidationSettings, get_offered_rate_per_s
-    from rooflinesim.profiles import load_profile
+    from rooflinesim.specs.profiles import load_profile
 
     profile, target = load_profile(PROFILE), load_model("tiny-llama-123m")
     rate, capacity = get_offered_rate_per_s(profile, target, ServeValidationSettings(load=0.5))

@@ -6,7 +6,7 @@ pytest.importorskip("matplotlib")
 
 from rooflinesim.cli import main  # noqa: E402
 from rooflinesim.plots import get_serve_data, plot_serve  # noqa: E402
-from rooflinesim.scenario import build_scenario  # noqa: E402
+from rooflinesim.scenario.builder import build_scenario  # noqa: E402
 from rooflinesim.serve import LengthDistribution  # noqa: E402
 from rooflinesim.serve.rates import WorkloadSpec  # noqa: E402
 

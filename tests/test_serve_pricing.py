@@ -4,10 +4,10 @@ linear interpolation) adds, measured against exact prices at random points."""
 import numpy as np
 import pytest
 
-from rooflinesim.ops import ATTENTION_KINDS
-from rooflinesim.scenario import build_scenario
+from rooflinesim.ops.op_cost import ATTENTION_KINDS
+from rooflinesim.scenario.builder import build_scenario
 from rooflinesim.serve.pricing import StepPricer, get_context_grid, get_geometric_grid
-from rooflinesim.speculative import price_speculation
+from rooflinesim.pricing.speculative import price_speculation
 from rooflinesim.step import get_workload_step
 
 #: the largest relative error bucketing may add to a step price (README "Serving under load" states the measured one)

@@ -12,14 +12,17 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from rooflinesim.calibrate.budget import (LEVELS, DeviceSpeed, estimate_plan_s, get_level_plan, is_essential,
-                                          plan_for_budget)
+from rooflinesim.calibrate.budget import (
+    LEVELS, DeviceSpeed, estimate_plan_s, get_level_plan, is_essential, plan_for_budget,
+)
 from rooflinesim.calibrate.measurements import LinearKey
-from rooflinesim.calibrate.plan import (LINEAR_SHAPES, WeightShape, drop_oversized_served_shapes,
-                                        get_profile_hold_out_clash, get_served_shapes, synthetic_spec)
+from rooflinesim.calibrate.plan import (
+    LINEAR_SHAPES, WeightShape, drop_oversized_served_shapes, get_profile_hold_out_clash, get_served_shapes,
+    synthetic_spec,
+)
 from rooflinesim.calibrate.profile import write_profile
-from rooflinesim.registry import load_model
-from rooflinesim.specs import LinearTable
+from rooflinesim.specs.registry import load_model
+from rooflinesim.specs.measured import LinearTable
 from rooflinesim.timing.linear_tables import LinearModel
 
 try:  # tests/ on sys.path (pytest's default rootdir/prepend import mode)

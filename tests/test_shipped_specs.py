@@ -9,8 +9,9 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from rooflinesim.registry import load_yaml
-from rooflinesim.specs import HardwareSpec, ModelSpec
+from rooflinesim.specs.registry import load_yaml
+from rooflinesim.specs.hardware import HardwareSpec
+from rooflinesim.specs.model import ModelSpec
 
 ROOT = Path(__file__).resolve().parent.parent
 HARDWARE_FILES = sorted((ROOT / "hardware").glob("*.yaml"))

@@ -14,8 +14,10 @@ import pytest
 import yaml
 from pydantic import ValidationError
 
-from rooflinesim.registry import SpecError, load_hardware, load_model, load_spec_file, load_yaml
-from rooflinesim.specs import AffineFit, DtypeProfile, HardwareSpec, LinearTable, ModelSpec
+from rooflinesim.specs.registry import SpecError, load_hardware, load_model, load_spec_file, load_yaml
+from rooflinesim.specs.measured import AffineFit, DtypeProfile, LinearTable
+from rooflinesim.specs.hardware import HardwareSpec
+from rooflinesim.specs.model import ModelSpec
 
 ROOT = Path(__file__).resolve().parent.parent
 PROFILE_FILE = ROOT / "calibrate" / "cpu-intel-xeon-2c.yaml"

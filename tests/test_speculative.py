@@ -11,9 +11,11 @@ import rooflinesim
 from rooflinesim import load_hardware, load_model
 from rooflinesim.acceptance import expected_tokens_iid, leviathan_walltime_improvement
 from rooflinesim.cli import main
-from rooflinesim.scenario import build_scenario
-from rooflinesim.speculative import get_expected_tokens, get_speculative_step_time_s, get_speedup, price_speculation
-from rooflinesim.sweep import SweepResult, sweep
+from rooflinesim.scenario.builder import build_scenario
+from rooflinesim.pricing.speculative import (
+    get_expected_tokens, get_speculative_step_time_s, get_speedup, price_speculation,
+)
+from rooflinesim.pricing.sweep import SweepResult, sweep
 
 from .strategies import acceptance_alphas, batches, contexts
 

@@ -5,9 +5,9 @@ import numpy as np
 import pytest
 
 import rooflinesim
-from rooflinesim.registry import load_hardware
-from rooflinesim.scenario import build_scenario
-from rooflinesim.speculative import price_speculation
+from rooflinesim.specs.registry import load_hardware
+from rooflinesim.scenario.builder import build_scenario
+from rooflinesim.pricing.speculative import price_speculation
 
 
 def _decode(model, batch=1, **kw):

@@ -6,7 +6,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from rooflinesim import load_hardware, load_model
-from rooflinesim.ops import _linear
+from rooflinesim.ops.step_ops import _linear
 from rooflinesim.timing import DatasheetTiming
 from rooflinesim.step import get_max_batch, get_memory_fit, get_step_cost
 

@@ -14,8 +14,8 @@ import numpy as np
 import pytest
 
 from rooflinesim.cli import main
-from rooflinesim.gridio import format_values, iter_blocks, iter_csv, iter_json, write_chunks_atomic, write_grid
-from rooflinesim.sweep import sweep
+from rooflinesim.pricing.gridio import format_values, iter_blocks, iter_csv, iter_json, write_chunks_atomic, write_grid
+from rooflinesim.pricing.sweep import sweep
 
 COLUMNS = ["batch", "context_tokens", "k", "alpha", "expected_tokens", "target_decode_time_s", "draft_step_time_s",
            "verify_step_time_s", "step_time_s", "speedup", "fits_in_memory"]

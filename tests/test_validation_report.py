@@ -10,9 +10,10 @@ from pathlib import Path
 
 import pytest
 
-from rooflinesim.specs import InputError
-from rooflinesim.validation_report import (ValidationReport, ValidationReportError, load_validation_report,
-                                           parse_validation_report, validation_report_json)
+from rooflinesim.errors import InputError
+from rooflinesim.specs.validation_report import (
+    ValidationReport, ValidationReportError, load_validation_report, parse_validation_report, validation_report_json,
+)
 
 ROOT = Path(__file__).resolve().parent.parent
 # step-time validation reports (`validate`); a serving-loop report (`validate --serve`) has its own schema and loader
@@ -98,7 +99,7 @@ def test_unreadable_report_is_one_line(tmp_path, content, reason):
 
 def test_schema_imports_without_torch_or_matplotlib():
     code = ("import sys; sys.modules['torch'] = None; sys.modules['matplotlib'] = None; "
-            "import rooflinesim.validation_report as v; "
+            "import rooflinesim.specs.validation_report as v; "
             f"v.load_validation_report({str(FIXTURE)!r}); print('ok')")
     out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True)
     assert out.returncode == 0 and out.stdout.strip() == "ok", out.stderr

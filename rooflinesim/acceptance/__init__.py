@@ -40,18 +40,21 @@ Only numpy is required (no torch, no matplotlib), so the analytic performance mo
 
 from __future__ import annotations
 
-from .closed_form import (alpha_from_expected_tokens_iid, committed_tokens_distribution, draft_acceptance_rate,
-                          draft_acceptance_rate_from_mean_acceptance_length, expected_tokens_iid,
-                          expected_tokens_per_position, leviathan_arithmetic_operations_factor,
-                          leviathan_walltime_improvement, mean_acceptance_length,
-                          mean_acceptance_length_from_draft_acceptance_rate)
-from .distributions import (MEDUSA_POSTERIOR_ALPHA, MEDUSA_POSTERIOR_THRESHOLD, acceptance_rate,
-                            acceptance_rate_from_logits, entropy, greedy_draft_acceptance_rate, one_hot_argmax,
-                            residual_distribution, softmax_with_temperature, total_variation,
-                            typical_acceptance_emitted_distribution, typical_acceptance_probability,
-                            typical_acceptance_threshold)
-from .rules import (ACCEPTANCE_RULES, RuleStepResult, exact_rejection_step, greedy_draft_step, sample_categorical,
-                    typical_acceptance_step)
+from .closed_form import (
+    alpha_from_expected_tokens_iid, committed_tokens_distribution, draft_acceptance_rate,
+    draft_acceptance_rate_from_mean_acceptance_length, expected_tokens_iid, expected_tokens_per_position,
+    leviathan_arithmetic_operations_factor, leviathan_walltime_improvement, mean_acceptance_length,
+    mean_acceptance_length_from_draft_acceptance_rate,
+)
+from .distributions import (
+    MEDUSA_POSTERIOR_ALPHA, MEDUSA_POSTERIOR_THRESHOLD, acceptance_rate, acceptance_rate_from_logits, entropy,
+    greedy_draft_acceptance_rate, one_hot_argmax, residual_distribution, softmax_with_temperature, total_variation,
+    typical_acceptance_emitted_distribution, typical_acceptance_probability, typical_acceptance_threshold,
+)
+from .rules import (
+    ACCEPTANCE_RULES, RuleStepResult, exact_rejection_step, greedy_draft_step, sample_categorical,
+    typical_acceptance_step,
+)
 from .simulate import SpeculativeSimulationResult, simulate_speculative_steps
 from .synthetic import synthetic_distributions, synthetic_logit_pair
 

@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 import numpy as np
 from scipy import stats
 
-from ..specs import InputError
+from ..errors import InputError
 from .closed_form import alpha_from_expected_tokens_iid, committed_tokens_distribution, expected_tokens_iid
 
 #: two-sided confidence level of every interval reported

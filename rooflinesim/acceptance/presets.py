@@ -26,7 +26,7 @@ import numpy as np
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
-from ..spec_base import format_validation_error
+from ..specs.base import format_validation_error
 from .closed_form import alpha_from_expected_tokens_iid, expected_tokens_per_position
 from .measured import AcceptanceSourceError, MeasuredAcceptance, from_mean_length
 

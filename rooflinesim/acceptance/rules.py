@@ -14,8 +14,10 @@ from typing import Callable, NamedTuple
 import numpy as np
 
 from ._checks import _as_distribution
-from .distributions import (MEDUSA_POSTERIOR_ALPHA, MEDUSA_POSTERIOR_THRESHOLD, one_hot_argmax,
-                            residual_distribution, typical_acceptance_threshold)
+from .distributions import (
+    MEDUSA_POSTERIOR_ALPHA, MEDUSA_POSTERIOR_THRESHOLD, one_hot_argmax, residual_distribution,
+    typical_acceptance_threshold,
+)
 
 __all__ = [
     "sample_categorical",

@@ -21,7 +21,7 @@ from pathlib import Path
 import torch
 
 from ..acceptance.measured import MeasuredAcceptance, from_position_counts
-from ..specs import InputError
+from ..errors import InputError
 from .hf_checkpoint import load_hf_decoder, set_rope_tables
 from .sampling import probabilities
 

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import torch
 
-from ..registry import load_model
+from ..specs.registry import load_model
 from .hf_checkpoint import save_hf_checkpoint
 from .model import Decoder
 

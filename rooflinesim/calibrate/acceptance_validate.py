@@ -29,9 +29,9 @@ import numpy as np
 import torch
 
 from ..acceptance.measured import MeasuredAcceptance
-from ..profiles import load_profile
-from ..scenario import build_scenario
-from ..speculative import get_acceptance_rule_time_s, price_speculation
+from ..specs.profiles import load_profile
+from ..scenario.builder import build_scenario
+from ..pricing.speculative import get_acceptance_rule_time_s, price_speculation
 from ..timing import Z90
 from .acceptance_measure import MeasureSettings, load_pair, measure_acceptance
 from .acceptance_models import corpus, hf_config, trained_pair

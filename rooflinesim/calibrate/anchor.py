@@ -33,7 +33,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from ..measured_spec import ANCHOR_NAMES
+from ..specs.measured import ANCHOR_NAMES
 from .model import build_decoder, one_token_step
 from .plan import get_decoder_spec
 from .timers import Device, Timer

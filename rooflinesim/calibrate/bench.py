@@ -38,7 +38,8 @@ from dataclasses import replace
 import numpy as np
 import torch
 
-from ..specs import Efficiency, HardwareSpec, MeasuredProfile, Provenance
+from ..specs.hardware import Efficiency, HardwareSpec
+from ..specs.measured import MeasuredProfile, Provenance
 from ..units import MIB, MILLI, normalize_dtype
 from .benchmarks import JOB_FAMILIES, BenchContext, Job
 from .anchor import ANCHOR_TOLERANCE, Anchor
@@ -46,10 +47,12 @@ from .benchmarks.bandwidth import copy_bandwidth, gemv_bandwidth, reference_gemv
 from .fit_profile import fit_dtype
 from .measurements import DRIFT_FLAG, Results
 from .probe import probe_speed
-from .budget import (FIT_S, QUICK_BUDGET_S, estimate_fixed_s, estimate_key_s, get_level_plan, is_essential,
-                     plan_for_budget)
-from .plan import (ALWAYS_MEASURED_M, HOLD_OUT_MODELS, Plan, check_hold_out, drop_oversized_served_shapes,
-                   get_served_shapes)
+from .budget import (
+    FIT_S, QUICK_BUDGET_S, estimate_fixed_s, estimate_key_s, get_level_plan, is_essential, plan_for_budget,
+)
+from .plan import (
+    ALWAYS_MEASURED_M, HOLD_OUT_MODELS, Plan, check_hold_out, drop_oversized_served_shapes, get_served_shapes,
+)
 from .timers import Device, Timer, get_host_cpu_model, get_torch_dtype
 
 

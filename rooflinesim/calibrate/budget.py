@@ -22,13 +22,16 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, replace
 
-from ..ops import get_step_ops
+from ..ops.step_ops import get_step_ops
 from ..units import MIB, get_dtype_bytes
-from .measurements import (AttentionKey, CacheKey, DecoderKey, ElementwiseKey, LinearKey, MeasurementKey, SamplerKey,
-                           WarmLinearKey)
-from .plan import (ALWAYS_MEASURED_M, CACHE_SHAPE, DECODER_CONTEXT, ELEMENTWISE_SPECS, OVERHEAD_MODELS, OVERHEAD_TOKENS,
-                   QUICK_CACHE_WORKING_SETS, WARM_WORKING_SET_BYTES, AttentionGrid, AttentionHeads, Plan, StepTokens, WeightShape,
-                   elementwise_step_split, get_decoder_spec)
+from .measurements import (
+    AttentionKey, CacheKey, DecoderKey, ElementwiseKey, LinearKey, MeasurementKey, SamplerKey, WarmLinearKey,
+)
+from .plan import (
+    ALWAYS_MEASURED_M, CACHE_SHAPE, DECODER_CONTEXT, ELEMENTWISE_SPECS, OVERHEAD_MODELS, OVERHEAD_TOKENS,
+    QUICK_CACHE_WORKING_SETS, WARM_WORKING_SET_BYTES, AttentionGrid, AttentionHeads, Plan, StepTokens, WeightShape,
+    elementwise_step_split, get_decoder_spec,
+)
 
 #: the ladder, richest first; `plan_for_budget` walks down it per dtype until the run fits
 LEVELS = ("full", "full-1pass", "medium", "quick", "lean", "minimal")

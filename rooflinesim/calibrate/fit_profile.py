@@ -23,16 +23,18 @@ import itertools
 
 import numpy as np
 
-from ..op_sections import get_acceptance_rule_bytes, get_sampler_bytes
-from ..ops import get_step_ops
-from ..specs import (AffineFit, CacheReuse, DtypeProfile, Efficiency, HardwareSpec, LinearTable, MeasuredProfile,
-                     Provenance)
+from ..ops.sections import get_acceptance_rule_bytes, get_sampler_bytes
+from ..ops.step_ops import get_step_ops
+from ..specs.measured import AffineFit, CacheReuse, DtypeProfile, LinearTable, MeasuredProfile, Provenance
+from ..specs.hardware import Efficiency, HardwareSpec
 from ..units import GIGA, get_dtype_bytes
 from .fit import AffineResult, RooflineFit, fit_affine, fit_roofline
-from .measurements import (AttentionKey, CacheKey, DecoderKey, ElementwiseKey, LinearKey, Results, SamplerKey,
-                           WarmLinearKey)
-from .plan import (CACHE_SHAPE, DECODER_CONTEXT, OVERHEAD_MODELS, Plan, elementwise_step_split, get_decoder_spec,
-                   synthetic_spec)
+from .measurements import (
+    AttentionKey, CacheKey, DecoderKey, ElementwiseKey, LinearKey, Results, SamplerKey, WarmLinearKey,
+)
+from .plan import (
+    CACHE_SHAPE, DECODER_CONTEXT, OVERHEAD_MODELS, Plan, elementwise_step_split, get_decoder_spec, synthetic_spec,
+)
 from .profile import LinearModel, MeasuredTiming, get_shape_loo_error
 
 #: cache-reuse speedups are capped here: a working set that fits in L1/L2 would otherwise claim absurd factors

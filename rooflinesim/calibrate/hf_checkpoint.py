@@ -20,8 +20,9 @@ from pathlib import Path
 
 import torch
 
-from ..registry import load_model
-from ..specs import InputError, ModelSpec
+from ..specs.registry import load_model
+from ..errors import InputError
+from ..specs.model import ModelSpec
 from .model import Decoder
 
 SUPPORTED_TYPES = ("llama", "mistral", "qwen2")

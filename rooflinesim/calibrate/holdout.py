@@ -12,7 +12,7 @@ from __future__ import annotations
 import random
 from typing import NamedTuple
 
-from ..specs import ModelSpec
+from ..specs.model import ModelSpec
 from .plan import check_hold_out, get_calibrated_shapes, get_linear_weight_shapes, synthetic_spec
 
 

@@ -23,8 +23,10 @@ from pathlib import Path
 
 import numpy as np
 
-from ..profiles import load_profile, write_profile
-from ..specs import AffineFit, CacheReuse, DtypeProfile, HardwareSpec, InputError, LinearTable
+from ..specs.profiles import load_profile, write_profile
+from ..specs.measured import AffineFit, CacheReuse, DtypeProfile, LinearTable
+from ..specs.hardware import HardwareSpec
+from ..errors import InputError
 from ..timing.linear_tables import LinearModel, get_shape_loo_error
 from ..units import get_dtype_bytes
 from .measurements import DRIFT_FLAG

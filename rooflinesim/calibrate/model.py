@@ -13,7 +13,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from ..specs import ModelSpec
+from ..specs.model import ModelSpec
 
 ROPE_THETA = 10000.0
 NORM_EPS = 1e-5

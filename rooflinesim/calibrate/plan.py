@@ -12,11 +12,12 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, NamedTuple
 
-from ..ops import get_step_ops
-from ..specs import ModelSpec
+from ..ops.step_ops import get_step_ops
+from ..specs.model import ModelSpec
 from ..units import GIB, MIB, get_dtype_bytes
-from .measurements import (AttentionKey, CacheKey, DecoderKey, ElementwiseKey, LinearKey, MeasurementKey, SamplerKey,
-                           WarmLinearKey)
+from .measurements import (
+    AttentionKey, CacheKey, DecoderKey, ElementwiseKey, LinearKey, MeasurementKey, SamplerKey, WarmLinearKey,
+)
 
 if TYPE_CHECKING:
     from .timers import Device
@@ -194,7 +195,7 @@ def drop_oversized_served_shapes(plan: "Plan", dtype: str) -> tuple["Plan", tupl
 
 def _held_out_shapes(models=()) -> set[tuple[int, int]]:
     """The weight shapes of the named hold-out models and of any `models` given."""
-    from ..registry import load_model
+    from ..specs.registry import load_model
 
     return set(get_served_shapes([load_model(name) for name in HOLD_OUT_MODELS] + list(models)))
 

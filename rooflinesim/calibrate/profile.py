@@ -2,7 +2,7 @@
 `rooflinesim.profiles`, `rooflinesim.fileio` and `rooflinesim.timing.measured`; nothing here imports torch)."""
 
 from ..fileio import write_text_atomic
-from ..profiles import apply_calibration, dump_profile_yaml, load_profile, write_profile
+from ..specs.profiles import apply_calibration, dump_profile_yaml, load_profile, write_profile
 from ..timing.linear_tables import SHAPE_KERNEL_LOG2, LinearModel, get_shape_loo_error
 from ..timing.measured import ELEMENTWISE_FAMILY, MeasuredTiming
 

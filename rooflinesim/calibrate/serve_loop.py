@@ -40,7 +40,7 @@ import torch
 
 from ..serve.metrics import ServeResult
 from ..serve.workload import Requests
-from ..specs import InputError
+from ..errors import InputError
 from .model import Decoder, pack
 from .sampling import exact_rule, probabilities, sample
 

@@ -43,13 +43,14 @@ import numpy as np
 import torch
 
 from ..acceptance.measured import from_position_counts
-from ..profiles import get_host_cpu_model, load_profile
-from ..registry import load_model
-from ..scenario import build_scenario
+from ..specs.profiles import get_host_cpu_model, load_profile
+from ..specs.registry import load_model
+from ..scenario.builder import build_scenario
 from ..serve import LengthDistribution, ServeConfig, StepPricer, generate_requests, simulate
 from ..serve.rates import get_saturation_rate_per_s
 from ..serve.uncertainty import simulate_at_step_speed, simulate_interval_ends
-from ..specs import InputError, ModelSpec
+from ..errors import InputError
+from ..specs.model import ModelSpec
 from ..units import MICRO, MILLI
 from .anchor import Anchor, compare_anchor, describe_anchor
 from .model import build_decoder

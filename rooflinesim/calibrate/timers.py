@@ -22,8 +22,8 @@ from typing import Callable
 
 import torch
 
-from ..profiles import get_host_cpu_model
-from ..specs import InputError
+from ..specs.profiles import get_host_cpu_model
+from ..errors import InputError
 from .backends import CpuBackend, CudaBackend, DeviceBackend
 from .measurements import Timing
 from ..units import MILLI, NANO

@@ -33,10 +33,10 @@ from dataclasses import dataclass, replace
 import numpy as np
 import torch
 
-from ..registry import load_hardware, load_model
-from ..scenario import Scenario, build_scenario
-from ..specs import InputError
-from ..speculative import get_expected_tokens, get_interval, price_speculation
+from ..specs.registry import load_hardware, load_model
+from ..scenario.builder import Scenario, build_scenario
+from ..errors import InputError
+from ..pricing.speculative import get_expected_tokens, get_interval, price_speculation
 from ..step import get_workload_step
 from ..timing import DatasheetTiming
 from . import model as M
@@ -45,8 +45,10 @@ from .plan import check_hold_out
 from .profile import load_profile
 from .timers import Device, Timer, get_torch_dtype
 from .validate_family import FamilyGrid, measure_family
-from .validate_summary import (ape, break_even, combine_reports, coverage, grid_steps_between, plot_report,  # noqa: F401
-                               print_report, summarise, summarise_rows, write_report)
+from .validate_summary import (
+    ape, break_even, combine_reports, coverage, grid_steps_between, plot_report, print_report, summarise,
+    summarise_rows, write_report,
+)
 
 SPEC_BATCHES = (1, 2, 4, 8, 16, 32)
 SPEC_CONTEXT = 1024

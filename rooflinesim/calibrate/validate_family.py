@@ -8,7 +8,7 @@ from dataclasses import dataclass
 
 import torch
 
-from ..scenario import build_scenario
+from ..scenario.builder import build_scenario
 from ..step import get_workload_step
 from . import model as M
 from .holdout import make_hold_out_family

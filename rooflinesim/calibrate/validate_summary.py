@@ -8,8 +8,8 @@ from pathlib import Path
 import numpy as np
 
 from ..fileio import write_text_atomic
-from ..speculative import get_break_even_batch
-from ..validation_report import parse_validation_report, validation_report_json
+from ..pricing.speculative import get_break_even_batch
+from ..specs.validation_report import parse_validation_report, validation_report_json
 
 #: the prediction intervals' nominal coverage (two-sided, z = Z90)
 NOMINAL_COVERAGE = 0.90

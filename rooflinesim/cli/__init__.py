@@ -10,11 +10,13 @@ import argparse
 import re
 import sys
 
-from ..registry import SpecError
-from ..specs import InputError
+from ..specs.registry import SpecError
+from ..errors import InputError
 from ..units import UnitError
-from .arguments import (add_acceptance_source_arguments, add_deployment_arguments, add_serve_arguments,
-                        add_speculation_arguments, add_workload_arguments)
+from .arguments import (
+    add_acceptance_source_arguments, add_deployment_arguments, add_serve_arguments, add_speculation_arguments,
+    add_workload_arguments,
+)
 from .calibration import cmd_calibrate, cmd_validate
 from .pricing import PLOT_KINDS, cmd_plot, cmd_predict, cmd_serve, cmd_sweep
 from .specs import cmd_list, cmd_show
@@ -102,7 +104,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("what", choices=["hardware", "models", "acceptance"])
     p.set_defaults(handler=cmd_list)
 
-    from ..acceptance_cli import add_acceptance_parser  # the `acceptance` command and its subcommands
+    from .acceptance import add_acceptance_parser  # the `acceptance` command and its subcommands
 
     add_acceptance_parser(sub)
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from ..specs import InputError
+from ..errors import InputError
 
 
 def add_deployment_arguments(p: argparse.ArgumentParser) -> None:

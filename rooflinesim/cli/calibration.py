@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import sys
 
-from ..specs import InputError
+from ..errors import InputError
 from ..units import GIGA, MICRO
 
 
@@ -64,7 +64,7 @@ def cmd_calibrate(args) -> int:
     dtypes = tuple(dict.fromkeys(normalize_dtype(d) for d in args.dtype.split(",") if d.strip()))
     if not dtypes:
         raise InputError("--dtype needs at least one dtype, e.g. --dtype fp32,bf16")
-    from ..registry import load_model
+    from ..specs.registry import load_model
 
     shapes_of = tuple(load_model(name.strip()) for name in (args.shapes_of or "").split(",") if name.strip())
     if args.shapes_of is not None and not shapes_of:
@@ -110,7 +110,7 @@ def _check_validation_fits(model: str, draft: str, dtypes) -> None:
     Llama-style torch decoder of `calibrate/model.py` cannot build as it is."""
     import os
 
-    from ..registry import load_model
+    from ..specs.registry import load_model
     from ..units import get_dtype_bytes
 
     target_spec, draft_spec = load_model(model), load_model(draft)
@@ -143,7 +143,7 @@ def _check_profile_is_hold_out(profile_path, profile, model: str, draft: str, se
     timed a shape of the models it would validate (`calibrate --shapes-of`), before any measuring."""
     from ..calibrate.holdout import make_hold_out_family
     from ..calibrate.plan import get_profile_hold_out_clash
-    from ..registry import load_model
+    from ..specs.registry import load_model
 
     clash = get_profile_hold_out_clash(profile, [load_model(model), load_model(draft), *make_hold_out_family(seed)])
     if clash:
@@ -160,7 +160,7 @@ def cmd_validate(args) -> int:
     from pathlib import Path
 
     from ..fileio import check_output_dir
-    from ..profiles import load_profile
+    from ..specs.profiles import load_profile
     from ..units import normalize_dtype
 
     _import_torch_or_fail()

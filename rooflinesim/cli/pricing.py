@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import sys
 
-from ..specs import InputError
+from ..errors import InputError
 from ..units import parse_float_list
 from .arguments import deployment_options, print_warnings, speculation_options
 
 
 def cmd_predict(args) -> int:
-    from ..predict import predict
+    from ..pricing.predict import predict
     from ..report import render_prediction, to_json
 
     prediction = predict(
@@ -33,7 +33,7 @@ def cmd_sweep(args) -> int:
     from rich.table import Table
 
     from ..fileio import check_output_path
-    from ..sweep import sweep
+    from ..pricing.sweep import sweep
     from ..units import format_count, parse_count_range, parse_int_range
 
     fmt = None
@@ -46,7 +46,7 @@ def cmd_sweep(args) -> int:
         **deployment_options(args), **speculation_options(args),
     )
     if args.output:
-        from ..gridio import write_grid
+        from ..pricing.gridio import write_grid
 
         write_grid(result, Path(args.output), fmt)
     if args.json:
@@ -79,7 +79,8 @@ def cmd_serve(args) -> int:
     from rich.console import Console
 
     from ..fileio import check_output_path, write_text_atomic
-    from ..scenario import build_scenario, check_positive_int
+    from ..scenario.builder import build_scenario
+    from ..scenario.inputs import check_positive_int
     from ..serve import ServeConfig, parse_policies, simulate
     from ..serve.rates import WorkloadSpec, get_crossovers, parse_rates, run_rate_sweep
     from ..serve.render import render_rate_sweep

@@ -10,12 +10,12 @@ def cmd_list(args) -> int:
     from rich.console import Console
     from rich.table import Table
 
-    from ..registry import get_short_name, list_hardware, list_models
+    from ..specs.registry import get_short_name, list_hardware, list_models
     from ..units import format_bytes, format_count, format_rate
 
     table = Table()
     if args.what == "acceptance":
-        from ..acceptance_cli import print_presets
+        from .acceptance import print_presets
 
         return print_presets()
     if args.what == "hardware":
@@ -43,8 +43,8 @@ def cmd_list(args) -> int:
 def cmd_show(args) -> int:
     import json
 
-    from ..registry import load_any_spec
-    from ..specs import HardwareSpec
+    from ..specs.registry import load_any_spec
+    from ..specs.hardware import HardwareSpec
 
     spec = load_any_spec(args.name)  # reads a file with the schema its content is written for
     if isinstance(spec, HardwareSpec):

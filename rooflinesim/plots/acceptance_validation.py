@@ -6,7 +6,7 @@ import math
 
 import numpy as np
 
-from ..specs import InputError
+from ..errors import InputError
 from ..units import MILLI
 from .common import COLORS, describe_machine_speed, read_report
 

@@ -6,10 +6,11 @@ from typing import Sequence
 
 import numpy as np
 
-from ..ops import COLLECTIVE_KINDS
-from ..registry import get_short_name, load_model
-from ..scenario import MAX_CONTEXT_TOKENS, Scenario, check_positive_int
-from ..specs import InputError
+from ..ops.op_cost import COLLECTIVE_KINDS
+from ..specs.registry import get_short_name, load_model
+from ..scenario.inputs import MAX_CONTEXT_TOKENS, check_positive_int
+from ..scenario.builder import Scenario
+from ..errors import InputError
 from ..step import get_workload_step
 from ..units import MILLI, format_count
 from .common import attach_warnings, BREAKDOWN_COMPONENTS, _new_figure, _tp_label, get_scenario

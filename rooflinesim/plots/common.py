@@ -14,8 +14,9 @@ from pathlib import Path
 
 import numpy as np
 
-from ..scenario import Scenario, build_scenario
-from ..specs import HardwareSpec, InputError
+from ..scenario.builder import Scenario, build_scenario
+from ..specs.hardware import HardwareSpec
+from ..errors import InputError
 from ..fileio import open_atomic
 from ..units import format_rate
 

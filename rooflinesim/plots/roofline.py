@@ -6,13 +6,16 @@ from typing import Iterable, Sequence
 
 import numpy as np
 
-from ..registry import get_short_name
-from ..scenario import Scenario, check_k
-from ..specs import InputError
+from ..specs.registry import get_short_name
+from ..scenario.builder import Scenario
+from ..scenario.inputs import check_k
+from ..errors import InputError
 from ..step import get_workload_step
 from ..units import format_count, format_rate
-from .common import (attach_warnings, COLORS, _cluster_labels, _format_flops_rate, _group_equal_peaks, _new_figure,
-                     _tp_label, get_measured_ceilings, get_scenario)
+from .common import (
+    attach_warnings, COLORS, _cluster_labels, _format_flops_rate, _group_equal_peaks, _new_figure, _tp_label,
+    get_measured_ceilings, get_scenario,
+)
 
 
 def _points(step, shape) -> tuple[np.ndarray, np.ndarray]:

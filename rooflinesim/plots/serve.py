@@ -7,7 +7,7 @@ from typing import Sequence
 
 import numpy as np
 
-from ..scenario import Scenario
+from ..scenario.builder import Scenario
 from ..serve import LengthDistribution, ServeConfig
 from ..serve.rates import WorkloadSpec, get_crossovers, run_rate_sweep
 from ..units import MILLI

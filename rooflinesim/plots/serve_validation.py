@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..specs import InputError
+from ..errors import InputError
 from ..units import MILLI
 from .common import COLORS, _new_figure, read_report, describe_machine_speed
 

@@ -7,10 +7,11 @@ from typing import Sequence
 import numpy as np
 
 from ..acceptance import leviathan_walltime_improvement
-from ..scenario import Scenario, check_k
-from ..specs import InputError
-from ..speculative import get_best_k_index
-from ..sweep import SweepResult, sweep_scenario
+from ..scenario.builder import Scenario
+from ..scenario.inputs import check_k
+from ..errors import InputError
+from ..pricing.speculative import get_best_k_index
+from ..pricing.sweep import SweepResult, sweep_scenario
 from ..units import format_count
 from .common import attach_warnings, COLORS, _boundary_segments, _new_figure, _tp_label, get_scenario
 

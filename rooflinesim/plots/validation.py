@@ -6,7 +6,7 @@ import math
 
 import numpy as np
 
-from ..specs import InputError
+from ..errors import InputError
 from ..units import MILLI, format_count
 from .common import COLORS, VALIDATION_KINDS, _ticks_125, read_report
 

@@ -26,8 +26,8 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
-from ..scenario import Scenario
-from ..specs import InputError
+from ..scenario.builder import Scenario
+from ..errors import InputError
 from .metrics import ServeResult
 from .decode_run import DecodeRun, count_accepted, plan_decode_run
 from .policies import Policy, parse_policy

@@ -26,9 +26,9 @@ import json
 
 import numpy as np
 
-from ..scenario import Scenario
-from ..speculative import get_expected_tokens, price_speculation
-from ..specs import InputError
+from ..scenario.builder import Scenario
+from ..pricing.speculative import get_expected_tokens, price_speculation
+from ..errors import InputError
 from ..units import MILLI
 
 ENGINES = ("vllm", "trtllm", "sglang")

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from ..registry import get_short_name
+from ..specs.registry import get_short_name
 
 PERCENTILES = (50, 90, 99)
 #: columns of ServeResult.timeline, one row per engine step

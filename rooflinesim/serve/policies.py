@@ -21,8 +21,8 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ..acceptance import expected_tokens_iid
-from ..scenario import MAX_K_LIMIT, check_k, check_positive_int
-from ..specs import InputError
+from ..scenario.inputs import MAX_K_LIMIT, check_k, check_positive_int
+from ..errors import InputError
 
 DEFAULT_MAX_K = 8
 ADAPTIVE_PRIOR_ALPHA = 0.5

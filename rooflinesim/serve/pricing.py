@@ -32,9 +32,9 @@ from functools import cached_property
 
 import numpy as np
 
-from ..ops import ATTENTION_KINDS
-from ..scenario import Scenario
-from ..speculative import get_expected_tokens, price_speculation
+from ..ops.op_cost import ATTENTION_KINDS
+from ..scenario.builder import Scenario
+from ..pricing.speculative import get_expected_tokens, price_speculation
 from ..step import get_workload_step
 
 #: ops of the lm_head section: priced at the tokens whose logits the step needs

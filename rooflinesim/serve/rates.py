@@ -20,8 +20,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..scenario import Scenario
-from ..specs import InputError
+from ..scenario.builder import Scenario
+from ..errors import InputError
 from .engine import ServeConfig, simulate
 from .uncertainty import get_summary_interval
 from .workload import LengthDistribution, Requests, generate_requests, load_trace

@@ -18,8 +18,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..scenario import Scenario
-from ..speculative import price_speculation
+from ..scenario.builder import Scenario
+from ..pricing.speculative import price_speculation
 from ..step import get_workload_step
 from ..timing.base import Z90
 from .engine import ServeConfig, simulate

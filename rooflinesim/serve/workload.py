@@ -16,7 +16,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ..specs import InputError
+from ..errors import InputError
 
 ARRIVAL_KINDS = ("poisson", "gamma")
 #: no request is longer than this (a guard against a typo asking for 10^12 tokens)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from ..specs import HardwareSpec
+from ..specs.hardware import HardwareSpec
 from .base import OP_FAMILIES, Z90, OpTime, RelativeSigmas, TimingModel, get_op_family, get_op_peak_flops_per_s
 from .collectives import get_collective_algorithm, get_collective_time
 from .datasheet import DatasheetTiming, get_op_time

@@ -13,8 +13,8 @@ from typing import Protocol, runtime_checkable
 
 import numpy as np
 
-from ..ops import MATMUL_KINDS, OpCost
-from ..specs import HardwareSpec
+from ..ops.op_cost import MATMUL_KINDS, OpCost
+from ..specs.hardware import HardwareSpec
 
 
 @dataclass(frozen=True)

@@ -22,8 +22,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..ops import OpCost
-from ..specs import HardwareSpec, InputError, Interconnect
+from ..ops.op_cost import OpCost
+from ..specs.hardware import HardwareSpec, Interconnect
+from ..errors import InputError
 from .base import OpTime
 
 ALGORITHMS = ("ring", "one-shot", "two-shot")

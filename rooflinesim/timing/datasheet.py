@@ -14,8 +14,8 @@ from dataclasses import dataclass, field, replace
 
 import numpy as np
 
-from ..ops import COLLECTIVE_KINDS, MATMUL_KINDS, OpCost
-from ..specs import HardwareSpec
+from ..ops.op_cost import COLLECTIVE_KINDS, MATMUL_KINDS, OpCost
+from ..specs.hardware import HardwareSpec
 from .base import OpTime, TimingModel, get_op_peak_flops_per_s
 from .collectives import get_collective_time
 from .quant_kernels import QuantKernel

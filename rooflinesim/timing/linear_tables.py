@@ -15,7 +15,7 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
-from ..specs import LinearTable
+from ..specs.measured import LinearTable
 
 #: Width (in log2 units of in/out features) of the Gaussian that weighs calibrated weight shapes.
 SHAPE_KERNEL_LOG2 = 0.75

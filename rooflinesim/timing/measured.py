@@ -35,8 +35,10 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
-from ..ops import OpCost
-from ..specs import DtypeProfile, HardwareSpec, InputError
+from ..ops.op_cost import OpCost
+from ..specs.measured import DtypeProfile
+from ..specs.hardware import HardwareSpec
+from ..errors import InputError
 from ..units import get_dtype_bytes, normalize_dtype
 from .base import AFTER_FORWARD_OPS, ELEMENTWISE_FAMILY, OpTime, RelativeSigmas
 from .linear_tables import LinearModel, get_shape_loo_error, get_warm_growth

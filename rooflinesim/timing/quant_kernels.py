@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..specs import InputError
+from ..errors import InputError
 
 #: the kernel used when a spec names none for a weight dtype: dequantise-and-GEMM at the bf16 kernel's efficiency
 GENERIC = "generic"

@@ -7,7 +7,7 @@ from typing import Callable
 
 import torch
 
-from ...specs import InputError
+from ...errors import InputError
 from ...units import get_dtype_bytes
 from ..measurements import MeasurementKey, Timing
 from ..plan import Plan

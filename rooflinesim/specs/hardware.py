@@ -1,9 +1,9 @@
-"""Validated specifications: hardware, models and the workload of one forward step.
+"""The hardware specification: peaks, bandwidth, capacity, efficiencies and the interconnect.
 
 Specs are pydantic models: frozen, unknown keys rejected, strict (no booleans or strings taken as numbers, no
 fractional integers) and finite, versioned with `schema_version`. Every number is SI and its key names its unit.
 Derived quantities (parameter count, KV bytes per token, ridge points) are computed here and nowhere else.
-ModelSpec lives in `model_spec`, the measured-profile schema in `measured_spec`; both are re-exported here.
+ModelSpec lives in `specs.model`, the measured-profile schema in `specs.measured`, the workload in `specs.workload`.
 """
 
 from __future__ import annotations
@@ -12,10 +12,9 @@ from typing import Literal, Optional
 
 from pydantic import Field, field_validator
 
-from .measured_spec import (AffineFit, CacheReuse, DtypeProfile, LinearTable, MeasuredProfile, Provenance)
-from .model_spec import MODEL_SCHEMA_VERSION, MLASpec, ModelSpec, MoESpec
-from .spec_base import FrozenModel, SpecModel, StrTuple
-from .units import DEFAULT_QUANT_GROUP_SIZE, DTYPES, normalize_dtype
+from .measured import MeasuredProfile
+from .base import SpecModel, StrTuple
+from ..units import normalize_dtype
 
 #: The version hardware files (and measured profiles) are written in.
 SCHEMA_VERSION = 1
@@ -32,10 +31,6 @@ COMPUTE_DTYPE_FALLBACK: dict[str, tuple[str, ...]] = {
     "int8": ("int8", "fp8", "bf16", "fp16", "fp32", "tf32"),
     "int4": ("int4", "int8", "fp8", "bf16", "fp16", "fp32", "tf32"),
 }
-
-
-class InputError(ValueError):
-    """A workload the user asked for that makes no sense. The message is meant for the user as is."""
 
 
 class PeerToPeerAllReduce(SpecModel):
@@ -168,53 +163,6 @@ class HardwareSpec(SpecModel):
         return {d: p / self.memory_bandwidth_bytes_per_s for d, p in self.peak_flops_per_s.items()}
 
 
-class Workload(FrozenModel):
-    """The user's serving workload: `batch` sequences with `context_tokens` already cached, the dtypes, attention
-    mode and sharding. Each step priced from it says how many new tokens (q) every sequence adds: prefill is
-    q = prompt length on S = 0; decode is q = 1; verifying k draft tokens is q = k + 1.
-    """
-
-    batch: int = Field(gt=0)
-    context_tokens: int = Field(ge=0)
-    weight_dtype: str = "bf16"
-    kv_dtype: str = "bf16"
-    activation_dtype: str = "bf16"
-    attention: Literal["flash", "unfused", "per-head"] = "flash"
-    tensor_parallel: int = Field(default=1, gt=0, description="devices the model is sharded over (--tp)")
-    quant_group_size: int = Field(default=DEFAULT_QUANT_GROUP_SIZE, gt=0, description="int8/int4 weights per scale")
-    sampling: bool = Field(default=False, description="price the sampler after each step's logits and, when "
-                           "speculating, the acceptance rule (--sampling); off: a bare forward pass")
-
-    @field_validator("weight_dtype", "kv_dtype", "activation_dtype")
-    @classmethod
-    def _dtype(cls, value: str) -> str:
-        return normalize_dtype(value)
-
-    @property
-    def compute_dtype(self) -> str:
-        """Matmuls run in the activation dtype (weight-only quantisation dequantises to it; fp8 weights with fp8
-        activations compute in fp8)."""
-        return self.activation_dtype
-
-
 __all__ = [
-    "SCHEMA_VERSION",
-    "MODEL_SCHEMA_VERSION",
-    "DTYPES",
-    "COMPUTE_DTYPE_FALLBACK",
-    "Interconnect",
-    "PeerToPeerAllReduce",
-    "Efficiency",
-    "HardwareSpec",
-    "ModelSpec",
-    "MoESpec",
-    "MLASpec",
-    "Workload",
-    "InputError",
-    "MeasuredProfile",
-    "DtypeProfile",
-    "LinearTable",
-    "AffineFit",
-    "CacheReuse",
-    "Provenance",
+    "SCHEMA_VERSION", "COMPUTE_DTYPE_FALLBACK", "Interconnect", "PeerToPeerAllReduce", "Efficiency", "HardwareSpec",
 ]

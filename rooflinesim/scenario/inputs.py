@@ -13,11 +13,14 @@ from typing import Sequence
 
 import numpy as np
 
-from .registry import get_short_name, load_model
-from .specs import HardwareSpec, InputError, ModelSpec, Workload
-from .step import check_tensor_parallel
-from .timing.quant_kernels import GENERIC, get_quant_kernel
-from .units import UnitError, format_count, normalize_dtype, parse_count, parse_float_list
+from ..specs.registry import get_short_name, load_model
+from ..specs.hardware import HardwareSpec
+from ..errors import InputError
+from ..specs.model import ModelSpec
+from ..specs.workload import Workload
+from ..step import check_tensor_parallel
+from ..timing.quant_kernels import GENERIC, get_quant_kernel
+from ..units import UnitError, format_count, normalize_dtype, parse_count, parse_float_list
 
 
 DEFAULT_HARDWARE = "a100"
@@ -188,8 +191,8 @@ def resolve_acceptance_source(acceptance, acceptance_k=None, as_iid: bool = Fals
     `MeasuredAcceptance`) -> the same `Acceptance` numbers give, with its warnings. Per-position rates are kept
     (k then runs up to the measured length), except where the front end prices a grid of i.i.d. rates (`as_iid`:
     sweeps and charts), which gets the i.i.d. alpha with the same E at the measured k, with a warning."""
-    from .acceptance.measured import MeasuredAcceptance
-    from .acceptance.sources import load_acceptance
+    from ..acceptance.measured import MeasuredAcceptance
+    from ..acceptance.sources import load_acceptance
 
     measured = acceptance if isinstance(acceptance, MeasuredAcceptance) else load_acceptance(acceptance, k=acceptance_k)
     warnings = list(measured.warnings)

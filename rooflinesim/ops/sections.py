@@ -13,13 +13,13 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .model_spec import ModelSpec
+from ..specs.model import ModelSpec
 from .op_cost import (
     FLOPS_PER_ELEMENT_GELU, FLOPS_PER_ELEMENT_LAYERNORM, FLOPS_PER_ELEMENT_RMSNORM, FLOPS_PER_ELEMENT_ROPE,
     FLOPS_PER_ELEMENT_SILU_GATE, FLOPS_PER_SCORE_SOFTMAX, OpCost, get_attention_pairs, get_expected_experts_touched,
     get_kv_tokens_read, make_collective, make_linear, make_op,
 )
-from .units import get_dtype_bytes, get_weight_bytes_per_element, normalize_dtype
+from ..units import get_dtype_bytes, get_weight_bytes_per_element, normalize_dtype
 
 #: Weight dtypes stored quantised and dequantised on the fly: 2 FLOPs per weight (scale and shift).
 DEQUANTISED_WEIGHT_DTYPES = ("int8", "int4")

@@ -11,11 +11,11 @@ from __future__ import annotations
 import json
 import sys
 
-from .acceptance.measured import CONFIDENCE, MeasuredAcceptance
+from ..acceptance.measured import CONFIDENCE, MeasuredAcceptance
 
 
 def add_acceptance_parser(sub) -> None:
-    from .acceptance.engines import FORMATS
+    from ..acceptance.engines import FORMATS
 
     p = sub.add_parser("acceptance", help="measured acceptance: from engine logs and metrics, or from local models")
     commands = p.add_subparsers(dest="acceptance_command", required=True, parser_class=type(p))
@@ -64,7 +64,7 @@ def add_acceptance_parser(sub) -> None:
 
 
 def _cmd_from_logs(args) -> int:
-    from .acceptance.engines import read_engine_acceptance
+    from ..acceptance.engines import read_engine_acceptance
 
     result = read_engine_acceptance(args.file, args.format, args.k)
     print_acceptance(result, as_json=args.json)
@@ -74,12 +74,12 @@ def _cmd_from_logs(args) -> int:
 def _cmd_measure(args) -> int:
     import importlib.util
 
-    from .specs import InputError
+    from ..errors import InputError
 
     if importlib.util.find_spec("torch") is None or importlib.util.find_spec("safetensors") is None:
         raise InputError("acceptance measure needs torch and safetensors: pip install 'rooflinesim[calibrate]' "
                          "(install the CPU build of torch first to avoid the multi-GB CUDA wheel)")
-    from .calibrate.acceptance_measure import run_measure_command
+    from ..calibrate.acceptance_measure import run_measure_command
 
     print_acceptance(run_measure_command(args), as_json=args.json)
     return 0
@@ -89,10 +89,10 @@ def _cmd_validate(args) -> int:
     import importlib.util
     import tempfile
 
-    from .fileio import check_output_path, write_text_atomic
-    from .profiles import load_profile
-    from .specs import InputError
-    from .units import parse_count_range
+    from ..fileio import check_output_path, write_text_atomic
+    from ..specs.profiles import load_profile
+    from ..errors import InputError
+    from ..units import parse_count_range
 
     if importlib.util.find_spec("torch") is None or importlib.util.find_spec("safetensors") is None:
         raise InputError("acceptance validate needs torch and safetensors: pip install 'rooflinesim[calibrate]'")
@@ -106,9 +106,9 @@ def _cmd_validate(args) -> int:
     if profile.measured.provenance.device_kind != "cpu":
         raise InputError(f"{args.profile} was measured on {profile.measured.provenance.device_name}; this check runs "
                          "on the CPU: give a CPU profile")
-    from .calibrate.acceptance_validate import DURATION_S, run_acceptance_validation
-    from .calibrate.anchor import describe_anchor
-    from .calibrate.timers import select_device
+    from ..calibrate.acceptance_validate import DURATION_S, run_acceptance_validation
+    from ..calibrate.anchor import describe_anchor
+    from ..calibrate.timers import select_device
 
     device = select_device("cpu", args.threads or profile.measured.provenance.threads)
     with tempfile.TemporaryDirectory(prefix="rooflinesim-acceptance-") as work:
@@ -129,7 +129,7 @@ def _cmd_validate(args) -> int:
         import json
         from pathlib import Path
 
-        from .plots import plot_acceptance_validation, save_chart
+        from ..plots import plot_acceptance_validation, save_chart
 
         write_text_atomic(args.out, json.dumps(report, indent=1))
         png = Path(args.out).with_suffix(".png")
@@ -184,7 +184,7 @@ def print_presets() -> int:
     from rich.console import Console
     from rich.table import Table
 
-    from .acceptance.presets import list_presets
+    from ..acceptance.presets import list_presets
 
     table = Table(title="Published acceptance presets (--acceptance NAME)")
     for column in ("name", "method", "target", "task", "shape", "k", "T", "E at k", "confidence"):

@@ -18,8 +18,9 @@ import yaml
 from pydantic import BaseModel, ValidationError
 
 from .hf_config import SUPPORTED_HF_ARCHITECTURES, model_from_hf_config
-from .spec_base import SpecError, format_validation_error, one_line, read_spec_text
-from .specs import HardwareSpec, ModelSpec
+from .base import SpecError, format_validation_error, one_line, read_spec_text
+from .hardware import HardwareSpec
+from .model import ModelSpec
 
 
 # libyaml's C loader parses the shipped specs ~10x faster than the pure-Python one (predict reads every file's name).
@@ -62,7 +63,7 @@ def _data_dirs(kind: str) -> list[Path]:
             dirs.append(Path(str(packaged)))
     except (ModuleNotFoundError, TypeError):
         pass
-    checkout = Path(__file__).resolve().parent.parent / kind
+    checkout = Path(__file__).resolve().parents[2] / kind
     if checkout.is_dir() and checkout not in dirs:
         dirs.append(checkout)
     return dirs

@@ -14,8 +14,8 @@ from typing import Annotated, Literal, Optional
 
 from pydantic import Field, field_validator, model_validator
 
-from .spec_base import FloatTuple, IntTuple, SpecModel, StrTuple
-from .units import normalize_dtype
+from .base import FloatTuple, IntTuple, SpecModel, StrTuple
+from ..units import normalize_dtype
 
 #: Elementwise op families `rooflinesim calibrate` measures (the keys of DtypeProfile.elementwise).
 ELEMENTWISE_FAMILIES = ("norm", "rope", "mlp_act", "residual", "kv_cache_write", "embedding", "sample", "accept_rule")

@@ -10,8 +10,8 @@ from typing import Any, Literal, Optional
 
 from pydantic import Field, model_validator
 
-from .spec_base import SpecModel, StrTuple, field_error
-from .units import DEFAULT_QUANT_GROUP_SIZE, get_dtype_bytes, get_weight_bytes_per_element
+from .base import SpecModel, StrTuple, field_error
+from ..units import DEFAULT_QUANT_GROUP_SIZE, get_dtype_bytes, get_weight_bytes_per_element
 
 #: The version new model files are written in; version 1 (flat MoE / MLA keys) is read too.
 MODEL_SCHEMA_VERSION = 2

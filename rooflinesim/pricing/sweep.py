@@ -13,10 +13,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .registry import get_short_name
-from .scenario import Scenario, build_scenario
+from ..specs.registry import get_short_name
+from ..scenario.builder import Scenario, build_scenario
 from .speculative import get_best_k_index, get_break_even_batch, price_speculation
-from .specs import InputError
+from ..errors import InputError
 
 
 @dataclass(frozen=True)

@@ -21,11 +21,13 @@ from __future__ import annotations
 
 import numpy as np
 
-from .model_spec import ModelSpec
+from ..specs.model import ModelSpec
 from .op_cost import OpCost, make_op
-from .op_sections import OpContext, allreduce_ops, attention_ops_gqa, attention_ops_mla, dense_mlp_ops, \
-    embedding_ops, lm_head_ops, moe_mlp_ops
-from .specs import Workload
+from .sections import (
+    OpContext, allreduce_ops, attention_ops_gqa, attention_ops_mla, dense_mlp_ops, embedding_ops, lm_head_ops,
+    moe_mlp_ops,
+)
+from ..specs.workload import Workload
 
 HEAD_KINDS = ("eagle", "mtp", "medusa")
 #: where each preset's op list comes from

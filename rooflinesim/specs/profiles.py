@@ -12,9 +12,9 @@ from pathlib import Path
 
 import yaml
 
-from .fileio import write_text_atomic
+from ..fileio import write_text_atomic
 from .registry import HARDWARE_KEYS, MODEL_KEYS, SpecError, load_spec_file, load_yaml
-from .specs import HardwareSpec
+from .hardware import HardwareSpec
 
 
 def load_profile(path: str | Path) -> HardwareSpec:

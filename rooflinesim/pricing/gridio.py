@@ -15,7 +15,7 @@ from pathlib import Path
 
 import numpy as np
 
-from .fileio import open_atomic
+from ..fileio import open_atomic
 
 # about 12 MB of row matrix per chunk: peak memory stays flat however large the grid
 CHUNK_ROWS = 1 << 16

@@ -16,22 +16,23 @@ from dataclasses import dataclass, field, replace
 
 import numpy as np
 
-from .draft_heads import HEAD_KINDS, get_head_weight_bytes
-from .ops import ATTENTION_MODES, get_kv_cache_bytes, get_step_ops
-from .registry import load_hardware, load_model
-from .specs import HardwareSpec, InputError, ModelSpec, Workload
-from .step import MemoryFit, check_tensor_parallel, get_memory_fit
-from .timing import DatasheetTiming, TimingModel, get_timing_model
-from .timing.quant_kernels import get_quant_kernel
-from .units import DEFAULT_QUANT_GROUP_SIZE, GIGA, format_count
+from ..ops.draft_heads import HEAD_KINDS, get_head_weight_bytes
+from ..ops.step_ops import ATTENTION_MODES, get_kv_cache_bytes, get_step_ops
+from ..specs.registry import load_hardware, load_model
+from ..specs.hardware import HardwareSpec
+from ..errors import InputError
+from ..specs.model import ModelSpec
+from ..specs.workload import Workload
+from ..step import MemoryFit, check_tensor_parallel, get_memory_fit
+from ..timing import DatasheetTiming, TimingModel, get_timing_model
+from ..timing.quant_kernels import get_quant_kernel
+from ..units import DEFAULT_QUANT_GROUP_SIZE, GIGA, format_count
 
-from .scenario_inputs import (  # the checks and defaults are re-exported: one flat API for a scenario's inputs
-    DEFAULT_ALPHA, DEFAULT_DRAFT, DEFAULT_GPU_MEMORY_UTILIZATION, DEFAULT_HARDWARE, DEFAULT_HEAD_LAYER_FRACTION,
-    DEFAULT_MEMORY_RESERVE_BYTES, DEFAULT_MODEL, DRAFTER_KINDS, MAX_CONTEXT_TOKENS, MAX_GRID_VALUES, MAX_K,
-    MAX_K_LIMIT, Acceptance, Drafter, _as_list, check_alpha, check_batch_axis, check_context_axis,
-    check_draft_first_step_tokens, check_k,
-    check_positive_int, parse_context, resolve_acceptance, resolve_acceptance_source, resolve_drafter, resolve_dtypes,
-    resolve_memory_options, resolve_quant_kernel,
+from .inputs import (
+    DEFAULT_GPU_MEMORY_UTILIZATION, DEFAULT_HARDWARE, DEFAULT_HEAD_LAYER_FRACTION, DEFAULT_MEMORY_RESERVE_BYTES,
+    DEFAULT_MODEL, MAX_GRID_VALUES, MAX_K, Acceptance, Drafter, _as_list, check_batch_axis, check_context_axis,
+    check_draft_first_step_tokens, check_k, check_positive_int, resolve_acceptance, resolve_acceptance_source,
+    resolve_drafter, resolve_dtypes, resolve_memory_options, resolve_quant_kernel,
 )
 
 
@@ -198,12 +199,12 @@ def build_scenario(
             raise InputError(f"{name} must be True or False, got {flag!r}")
     hw_spec = load_hardware(hw)
     if calibration is not None:
-        from .profiles import apply_calibration
+        from ..specs.profiles import apply_calibration
 
         hw_spec, calibration_warnings = apply_calibration(hw_spec, calibration)
         warnings += calibration_warnings
     if hw_spec.measured is not None:  # a profile from another host is legitimate, but say whose numbers these are
-        from .profiles import get_host_notice
+        from ..specs.profiles import get_host_notice
 
         warnings += get_host_notice(hw_spec.measured)
     model_spec = load_model(model)
@@ -286,7 +287,7 @@ def _check_finite_prices(scenario: Scenario) -> None:
     them; a speculative step sums up to k + 2 of them (k drafts, the verify, gpt-fast's extra draft pass), so that
     sum must stay finite too.
     """
-    from .step import get_workload_step  # here, not at the top: keeps this change apart from the import block
+    from ..step import get_workload_step  # here, not at the top: keeps this change apart from the import block
 
     w, b, s = scenario.workload, scenario.batch.max(), scenario.context_tokens.max()
     q = int(scenario.k_values.max()) + 1
@@ -313,10 +314,6 @@ def _pricing_warnings(scenario: Scenario) -> list[str]:
 
 
 __all__ = [
-    "Scenario", "Drafter", "Acceptance", "build_scenario", "resolve_dtypes", "resolve_drafter", "resolve_acceptance",
-    "resolve_acceptance_source",
-    "check_positive_int", "check_k", "check_alpha", "parse_context", "DEFAULT_DRAFT", "DEFAULT_ALPHA", "MAX_K",
-    "MAX_K_LIMIT", "MAX_CONTEXT_TOKENS", "DRAFTER_KINDS", "DEFAULT_HEAD_LAYER_FRACTION",
-    "DEFAULT_GPU_MEMORY_UTILIZATION", "DEFAULT_MEMORY_RESERVE_BYTES", "resolve_memory_options", "resolve_quant_kernel",
+    "Scenario", "build_scenario",
 ]
 

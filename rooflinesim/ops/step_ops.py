@@ -8,26 +8,21 @@ Conventions: 2 FLOPs per multiply-accumulate everywhere (lm_head included). Byte
 activations read, activations written, KV-cache read and KV-cache written; each op's count is per instance, and
 `count` says how many instances one step runs (the number of layers for per-layer ops).
 
-The op primitives and the attention / routing geometry live in `op_cost`, the sections of a step in `op_sections`;
-this module is the public face of both.
+The op primitives and the attention / routing geometry live in `ops.op_cost`, the sections of a step in
+`ops.sections`; this module assembles them into a step.
 """
 
 from __future__ import annotations
 
 import numpy as np
 
-from .model_spec import ModelSpec
-from .op_cost import (  # re-exported (see __all__): the public names of the op model
-    ATTENTION_KINDS, COLLECTIVE_KINDS, FLOPS_PER_ELEMENT_GELU, FLOPS_PER_ELEMENT_LAYERNORM, FLOPS_PER_ELEMENT_RMSNORM,
-    FLOPS_PER_ELEMENT_ROPE, FLOPS_PER_ELEMENT_SILU_GATE, FLOPS_PER_SCORE_SOFTMAX, MATMUL_KINDS, OpCost,
-    get_attention_pairs, get_expected_experts_touched, get_kv_tokens_read, get_kv_tokens_stored, make_collective,
-    make_linear, make_op,
-)
-from .op_sections import (
+from ..specs.model import ModelSpec
+from .op_cost import OpCost, get_kv_tokens_read, get_kv_tokens_stored, make_collective, make_linear, make_op
+from .sections import (
     OpContext, allreduce_ops, attention_ops_gqa, attention_ops_mla, dense_mlp_ops, embedding_ops, get_local_width,
-    get_acceptance_rule_ops, get_sampler_ops, lm_head_ops, moe_mlp_ops, sampler_ops,
+    lm_head_ops, moe_mlp_ops, sampler_ops,
 )
-from .units import DEFAULT_QUANT_GROUP_SIZE, get_dtype_bytes
+from ..units import DEFAULT_QUANT_GROUP_SIZE, get_dtype_bytes
 
 #: Attention implementations get_step_ops prices.
 ATTENTION_MODES = ("flash", "unfused", "per-head")
@@ -128,9 +123,6 @@ def get_activation_bytes(model: ModelSpec, batch, new_tokens, context_tokens, ac
 
 
 __all__ = [
-    "ATTENTION_KINDS", "ATTENTION_MODES", "COLLECTIVE_KINDS", "MATMUL_KINDS", "FLOPS_PER_ELEMENT_GELU",
-    "FLOPS_PER_ELEMENT_LAYERNORM", "FLOPS_PER_ELEMENT_RMSNORM", "FLOPS_PER_ELEMENT_ROPE", "FLOPS_PER_ELEMENT_SILU_GATE",
-    "FLOPS_PER_SCORE_SOFTMAX", "OpCost", "OpContext", "get_step_ops", "get_acceptance_rule_ops", "get_sampler_ops", "get_attention_pairs", "get_kv_tokens_read",
-    "get_kv_tokens_stored", "get_expected_experts_touched", "get_kv_elements_per_token_per_layer_per_device",
-    "get_kv_cache_bytes", "get_activation_bytes", "get_local_width", "make_op", "make_linear", "make_collective",
+    "ATTENTION_MODES", "get_step_ops", "get_kv_elements_per_token_per_layer_per_device", "get_kv_cache_bytes",
+    "get_activation_bytes",
 ]

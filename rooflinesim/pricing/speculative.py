@@ -17,12 +17,12 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from .acceptance import expected_tokens_iid
-from .scenario import Scenario
-from .draft_heads import get_head_ops
-from .ops import get_acceptance_rule_ops, get_sampler_ops
-from .step import StepCost, get_ops_time_s, get_ratio_rel_sigma, get_rel_sigma, get_workload_step
-from .timing import Z90, TimingModel, get_op_time
+from ..acceptance import expected_tokens_iid
+from ..scenario.builder import Scenario
+from ..ops.draft_heads import get_head_ops
+from ..ops.sections import get_acceptance_rule_ops, get_sampler_ops
+from ..step import StepCost, get_ops_time_s, get_ratio_rel_sigma, get_rel_sigma, get_workload_step
+from ..timing import Z90, TimingModel, get_op_time
 
 
 def get_expected_tokens(k, alpha=None, alpha_per_position=None) -> np.ndarray:
@@ -349,7 +349,7 @@ def render_speculative(result: SpeculativeResult, console) -> None:
     from rich.markup import escape
     from rich.table import Table
 
-    from .units import format_seconds
+    from ..units import format_seconds
 
     acceptance = (f"alpha {result.alpha:g}" if result.alpha is not None
                   else f"alpha per position {', '.join(f'{a:g}' for a in result.alpha_per_position)}")

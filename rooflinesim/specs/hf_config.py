@@ -16,8 +16,8 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from .model_spec import MODEL_SCHEMA_VERSION, ModelSpec
-from .spec_base import SpecError, format_validation_error, read_spec_text
+from .model import MODEL_SCHEMA_VERSION, ModelSpec
+from .base import SpecError, format_validation_error, read_spec_text
 
 #: Hugging Face `model_type` values whose config maps onto ModelSpec without loss.
 SUPPORTED_HF_ARCHITECTURES = ("llama", "mistral", "qwen2", "mixtral", "qwen2_moe", "deepseek_v2", "deepseek_v3")

@@ -21,8 +21,8 @@ from typing import Annotated, Literal, Optional
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
-from .specs import InputError
-from .units import DTYPES
+from ..errors import InputError
+from ..units import DTYPES
 
 #: a measured or predicted time (s)
 Seconds = Annotated[float, Field(gt=0, allow_inf_nan=False)]

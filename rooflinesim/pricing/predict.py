@@ -10,12 +10,15 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from .ops import COLLECTIVE_KINDS
-from .registry import get_short_name
-from .scenario import Scenario, build_scenario
+from ..ops.op_cost import COLLECTIVE_KINDS
+from ..specs.registry import get_short_name
+from ..scenario.builder import Scenario, build_scenario
 from .speculative import SpeculativeResult, analyse_speculation
-from .specs import HardwareSpec, InputError, ModelSpec, Workload
-from .step import StepCost, get_workload_step
+from ..specs.hardware import HardwareSpec
+from ..errors import InputError
+from ..specs.model import ModelSpec
+from ..specs.workload import Workload
+from ..step import StepCost, get_workload_step
 
 
 def _scalar(x) -> float:
