@@ -34,7 +34,7 @@ def _process_age_s() -> float:
 
 
 def cmd_merge(args) -> int:
-    from ..calibrate.merge import merge_profile_files
+    from ..calibrate.fitting.merge import merge_profile_files
 
     if not args.out:
         raise InputError("--merge needs --out PATH for the combined profile")
@@ -71,9 +71,9 @@ def cmd_calibrate(args) -> int:
         raise InputError("--shapes-of needs at least one model, e.g. --shapes-of tiny-llama-123m")
     if args.out:  # checked before minutes of measuring, not after
         check_output_path(args.out, "profile (--out)", (".yaml", ".yml"), create_parent=True)
-    from ..calibrate.bench import run_calibration
-    from ..calibrate.profile import write_profile
-    from ..calibrate.timers import select_device
+    from ..calibrate.measure.bench import run_calibration
+    from ..specs.profiles import write_profile
+    from ..calibrate.measure.timers import select_device
 
     device = select_device(args.device, args.threads)
     out = Path(args.out) if args.out else Path("calibrate") / f"{device.slug}.yaml"
@@ -107,7 +107,7 @@ VALIDATE_MEMORY_SHARE = 0.5
 def _check_validation_fits(model: str, draft: str, dtypes) -> None:
     """Refuse up front, with the estimate, a hold-out pair that would not fit in this machine's memory (weights of
     both models + KV caches for the largest batch x context validate times, in the widest dtype), and a model the
-    Llama-style torch decoder of `calibrate/model.py` cannot build as it is."""
+    Llama-style torch decoder of `calibrate/reference/model.py` cannot build as it is."""
     import os
 
     from ..specs.registry import load_model
@@ -141,8 +141,8 @@ def _check_validation_fits(model: str, draft: str, dtypes) -> None:
 def _check_profile_is_hold_out(profile_path, profile, model: str, draft: str, seed: int) -> None:
     """`validate` measures how a profile's tables transfer to weight shapes it never timed: refuse a profile that
     timed a shape of the models it would validate (`calibrate --shapes-of`), before any measuring."""
-    from ..calibrate.holdout import make_hold_out_family
-    from ..calibrate.plan import get_profile_hold_out_clash
+    from ..calibrate.fitting.holdout import make_hold_out_family
+    from ..calibrate.fitting.plan import get_profile_hold_out_clash
     from ..specs.registry import load_model
 
     clash = get_profile_hold_out_clash(profile, [load_model(model), load_model(draft), *make_hold_out_family(seed)])
@@ -166,8 +166,8 @@ def cmd_validate(args) -> int:
     _import_torch_or_fail()
     _check_threads(args.threads)
     out_dir = check_output_dir(args.out_dir, "--out-dir")  # before any measuring
-    from ..calibrate.timers import select_device
-    from ..calibrate.validate import combine_reports, print_report, run_validation, write_report
+    from ..calibrate.measure.timers import select_device
+    from ..calibrate.validators.validate import combine_reports, print_report, run_validation, write_report
 
     profile_path = args.profile
     if profile_path is None:
@@ -208,8 +208,8 @@ def cmd_validate_serve(args, profile_path, profile, out_dir) -> int:
     from ..fileio import write_text_atomic
     from ..units import normalize_dtype
 
-    from ..calibrate.serve_validate import ServeValidationSettings, print_serve_report, run_serve_validation
-    from ..calibrate.timers import select_device
+    from ..calibrate.validators.serve_validate import ServeValidationSettings, print_serve_report, run_serve_validation
+    from ..calibrate.measure.timers import select_device
 
     measured_dtypes = list(profile.measured.dtypes)
     dtype = normalize_dtype(args.dtype) if args.dtype else ("fp32" if "fp32" in measured_dtypes else measured_dtypes[0])

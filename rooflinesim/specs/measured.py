@@ -1,4 +1,4 @@
-"""The schema of a measured profile (written by `rooflinesim calibrate`, read by rooflinesim.calibrate.profile): the
+"""The schema of a measured profile (written by `rooflinesim calibrate`, read by rooflinesim.specs.profiles): the
 `measured` block of a HardwareSpec.
 
 Every number is finite and every fitted coefficient non-negative, so a hand-edited or corrupted profile cannot
@@ -21,7 +21,7 @@ from ..units import normalize_dtype
 ELEMENTWISE_FAMILIES = ("norm", "rope", "mlp_act", "residual", "kv_cache_write", "embedding", "sample", "accept_rule")
 #: DtypeProfile.attention keys: one query token per sequence (decode) or several (verify), per head_dim.
 ATTENTION_FIT_KINDS = ("decode", "multi")
-#: The machine-speed anchors `calibrate` times and every measured validation re-times (rooflinesim.calibrate.anchor).
+#: The machine-speed anchors `calibrate` times and every measured validation re-times (rooflinesim.calibrate.measure.anchor).
 ANCHOR_NAMES = ("gemm", "forward", "stream")
 _ATTENTION_KEY = re.compile(r"^(decode|multi)_d([1-9][0-9]*)$")
 
@@ -57,7 +57,7 @@ class Provenance(SpecModel):
         (), description="models whose own linear weight shapes were calibrated too (`calibrate --shapes-of`): the "
                         "profile prices them from their own tables, and is no hold-out for them")
     anchor_s: Optional[dict[str, float]] = Field(
-        None, description="the machine-speed anchors (rooflinesim.calibrate.anchor) timed during the run (s); "
+        None, description="the machine-speed anchors (rooflinesim.calibrate.measure.anchor) timed during the run (s); "
                           "absent in profiles measured before they existed")
 
     @field_validator("anchor_s")
@@ -151,7 +151,7 @@ class DtypeProfile(SpecModel):
     in_model_layer_overhead_s: float = Field(
         0.0, ge=0,
         description="what a layer of a real model costs beyond its ops timed alone and the tiny decoders' dispatch "
-                    "(rooflinesim.calibrate.fit_profile.fit_overheads); 0 in profiles measured before it existed")
+                    "(rooflinesim.calibrate.fitting.fit_profile.fit_overheads); 0 in profiles measured before it existed")
     residuals: dict[str, float] = Field(default_factory=dict)
     runs: Optional[int] = Field(None, ge=1, description="calibration runs pooled into this profile (`calibrate "
                                                        "--merge`); absent: one")
