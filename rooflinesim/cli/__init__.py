@@ -142,6 +142,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--no-plot", action="store_true", help="skip the PNG")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
+    p.add_argument("--family", default=None, metavar="hf,gptfast,project",
+                   help="instead: decode steps of hold-out implementations written outside the project (hf: "
+                        "Hugging Face transformers models, needs rooflinesim[hf]; gptfast: a gpt-fast-style decoder) "
+                        "beside the project's own family (project); median/p90 error and interval coverage each")
     p.add_argument("--serve", action="store_true", help="instead: a measured continuous-batching loop (Poisson "
                    "arrivals, off and fixed:K) against 'rooflinesim serve' on the same requests (~2-3 min on 2 cores)")
     p.add_argument("--load", type=float, default=None, help="--serve: offered load as a share of off's simulated "

@@ -176,6 +176,8 @@ def cmd_validate(args) -> int:
     profile = load_profile(profile_path)
     if args.serve:
         return cmd_validate_serve(args, profile_path, profile, out_dir)
+    if getattr(args, "family", None):
+        return cmd_validate_family(args, profile_path, profile, out_dir)
     for name in ("load", "rate", "requests", "k"):
         if getattr(args, name, None) is not None:
             raise InputError(f"--{name} belongs to 'validate --serve'")
@@ -237,4 +239,44 @@ def cmd_validate_serve(args, profile_path, profile, out_dir) -> int:
         save_chart(plot_serve_validation(json_path), json_path.with_suffix(".png"))
         written.append(json_path.with_suffix(".png"))
     print("wrote " + ", ".join(str(p) for p in written))
+    return 0
+
+
+def cmd_validate_family(args, profile_path, profile, out_dir) -> int:
+    """`validate --family hf,gptfast,project`: hold-out implementations written outside the project (JSON report)."""
+    from ..units import normalize_dtype
+
+    from ..calibrate.external_validate import (
+        combine_external_reports, parse_families, print_external_report, run_external_validation,
+        write_external_report,
+    )
+    from ..calibrate.timers import select_device
+
+    families = parse_families(args.family)
+    if "hf" in families:
+        from ..calibrate.hf_holdout import require_transformers
+
+        require_transformers()
+    from ..calibrate.hf_holdout import get_hf_specs
+    from ..calibrate.gptfast_model import get_gptfast_specs
+    from ..calibrate.plan import get_profile_hold_out_clash
+
+    specs = [*(get_hf_specs() if "hf" in families else ()), *(get_gptfast_specs() if "gptfast" in families else ())]
+    clash = get_profile_hold_out_clash(profile, specs)
+    if clash:
+        raise InputError(f"{profile_path} has tables for weight shapes of the hold-out models "
+                         f"({', '.join(f'{k} x {n}' for k, n in clash)}): validate --family needs a profile "
+                         "calibrated without them")
+    dtypes = [normalize_dtype(args.dtype)] if args.dtype else list(profile.measured.dtypes)
+    threads = args.threads or profile.measured.provenance.threads
+    device = select_device(args.device, threads if profile.measured.provenance.device_kind == "cpu" else None)
+    reports = []
+    for dtype in dtypes:
+        report = run_external_validation(profile_path, device, dtype, families, quick=args.quick, seed=args.seed,
+                                         progress=not args.no_progress)
+        print_external_report(report)
+        reports.append(report)
+    path = write_external_report(combine_external_reports(reports), out_dir,
+                                 f"{profile.measured.profile_name}-{'-'.join(families)}-validation")
+    print(f"wrote {path}")
     return 0
