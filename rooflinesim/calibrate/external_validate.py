@@ -6,7 +6,9 @@ Families:
   extra);
 * `gptfast`: the gpt-fast-style decoder (`calibrate.gptfast_model`);
 * `project`: the project's own randomised hold-out family on its reference decoder (`calibrate.validate_family`),
-  for comparison on the same machine in the same minutes.
+  for comparison on the same machine in the same minutes;
+* `model`: the user's model of `calibrate --model` (validate's `--model`) at the points that calibration did not
+  time, priced with its fitted terms (`calibrate.model_terms`).
 
 Each family's summary has the median and p90 absolute error of the calibrated prediction (and of the uncalibrated
 roofline), the share of measurements inside their 90 % interval, and the interval's median half-width relative to
@@ -30,7 +32,7 @@ from .profile import load_profile
 from .timers import Device, Timer
 from .validate_summary import ape, summarise
 
-FAMILIES = ("hf", "gptfast", "project")
+FAMILIES = ("hf", "gptfast", "project", "model")
 
 
 def parse_families(text: str) -> tuple[str, ...]:
@@ -65,7 +67,8 @@ def _base_hardware(hw):
 
 def run_external_validation(profile_path: str, device: Device, dtype: str | None, families=("hf",),
                             quick: bool = False, tiny: bool = False, seed: int = 0, progress: bool = True,
-                            hf_overrides: dict | None = None, hf_entries=None, gptfast_specs=None) -> dict:
+                            hf_overrides: dict | None = None, hf_entries=None, gptfast_specs=None,
+                            model_source: str | None = None) -> dict:
     """Measure the families' decode steps on `device` and compare with the profile's predictions."""
     from .hf_holdout import HF_HOLD_OUTS, HfGrid, measure_hf_family, require_transformers
     from .gptfast_model import measure_gptfast_family
@@ -87,6 +90,10 @@ def run_external_validation(profile_path: str, device: Device, dtype: str | None
     started = time.perf_counter()
     rows: list[dict] = []
     log = print if progress else (lambda *a, **k: None)
+    from .anchor import Anchor, compare_anchor
+
+    anchor = Anchor(device) if not tiny else None  # is the machine as fast now as when the profile was measured?
+    anchors = [anchor.time_s()] if anchor else []
     with torch.inference_mode():
         for family in families:
             t0 = time.perf_counter()
@@ -95,11 +102,17 @@ def run_external_validation(profile_path: str, device: Device, dtype: str | None
                                           config_overrides=hf_overrides)
             elif family == "gptfast":
                 rows += measure_gptfast_family(hw, base, device, dtype, grid, timer, gptfast_specs)
+            elif family == "model":
+                from .model_terms import measure_model_family
+
+                rows += measure_model_family(hw, base, model_source, device, dtype, timer, tiny)
             else:
                 own = measure_family(hw, base, device, dtype, FamilyGrid.make(quick, tiny), timer,
                                      grid.min_calls, grid.min_time_s, seed)
                 rows += [{**r, "family": "project"} for r in own]
             log(f"validate --family: {family} measured in {time.perf_counter() - t0:.0f} s")
+    if anchor:
+        anchors.append(anchor.time_s())
     summary = {f: summarise_family([r for r in rows if r["family"] == f]) for f in families}
     by_model = {}
     for r in rows:
@@ -111,6 +124,7 @@ def run_external_validation(profile_path: str, device: Device, dtype: str | None
         "created": _dt.datetime.now(_dt.timezone.utc).replace(microsecond=0).isoformat(),
         "families": list(families), "quick": quick, "configs": rows, "summary": summary,
         "by_model": {m: summarise_family(rs) for m, rs in by_model.items()},
+        "anchor": compare_anchor(measured.provenance.anchor_s, anchors, ["start", "end"]) if anchors else None,
         "duration_s": round(time.perf_counter() - started, 1),
         "notes": "measured_s: median of the faster half of the individual step calls (measured_median_s: plain "
                  "median); predicted_low_s / _high_s: the calibrated 90 % interval; interval_half_width: median of "
@@ -124,7 +138,8 @@ def print_external_report(report: dict, console=None) -> None:
 
     console = console or Console()
     table = Table(title=f"validate --family ({report['dtype']}) on {report['device']}: {report['profile']}")
-    for col in ("family / model", "n", "median err", "p90 err", "signed", "roofline median", "in 90 % interval",
+    table.add_column("family / model", no_wrap=True)
+    for col in ("n", "median err", "p90 err", "signed", "roofline median", "in 90 % interval",
                 "interval +-"):
         table.add_column(col, justify="right")
 
@@ -139,6 +154,12 @@ def print_external_report(report: dict, console=None) -> None:
         for model in dict.fromkeys(r["model"] for r in report["configs"] if r["family"] == family):
             add(f"  {model}", report["by_model"][model])
     console.print(table)
+    anchor = report.get("anchor")
+    if anchor and anchor.get("median_ratio"):
+        ratios = ", ".join(f"{k} {v:.2f}x" for k, v in anchor["median_ratio"].items())
+        verdict = "" if anchor["matches_profile"] else " (outside tolerance: the machine was not as fast as when " \
+            "the profile was measured; errors measure the machine's state as much as the model)"
+        console.print(f"machine speed vs the profile (anchor time now / then): {ratios}{verdict}")
 
 
 def combine_external_reports(reports: list[dict]) -> dict:

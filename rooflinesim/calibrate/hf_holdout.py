@@ -129,10 +129,11 @@ def _cache_keyword(model) -> str:
 
 
 class HfDecodeStep:
-    """One decode step of a transformers CausalLM at (batch, context) over its own DynamicCache, repeatable: `reset`
+    """One decode (or verify: `new_tokens` > 1) step of a transformers CausalLM at (batch, context) over its own
+    DynamicCache, repeatable: `reset`
     puts every cache layer back to the filled state (an attribute swap, not a copy), `__call__` runs the step."""
 
-    def __init__(self, model, batch: int, context: int, seed: int = 0):
+    def __init__(self, model, batch: int, context: int, seed: int = 0, new_tokens: int = 1):
         from transformers import DynamicCache
 
         config = model.config
@@ -147,10 +148,12 @@ class HfDecodeStep:
             v = torch.randn(batch, heads, context, head_dim, generator=gen).to(p.dtype).to(p.device)
             self.cache.update(k, v, layer)
         self._filled = [dict(vars(layer)) for layer in self.cache.layers]
-        self.tokens = torch.randint(0, config.vocab_size, (batch, 1), generator=gen).to(p.device)
-        self.kwargs = {"position_ids": torch.full((batch, 1), context, device=p.device),
-                       "cache_position": torch.tensor([context], device=p.device), "use_cache": True,
-                       "logits_to_keep": 1, _cache_keyword(model): self.cache}
+        # q > 1: a verify step over q drafted tokens, logits for every one of them
+        q = new_tokens
+        self.tokens = torch.randint(0, config.vocab_size, (batch, q), generator=gen).to(p.device)
+        positions = torch.arange(context, context + q, device=p.device)
+        self.kwargs = {"position_ids": positions[None, :].expand(batch, q), "cache_position": positions,
+                       "use_cache": True, "logits_to_keep": q, _cache_keyword(model): self.cache}
 
     def reset(self) -> None:
         for layer, state in zip(self.cache.layers, self._filled):

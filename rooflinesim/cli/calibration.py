@@ -57,6 +57,8 @@ def cmd_calibrate(args) -> int:
 
     if args.merge:
         return cmd_merge(args)
+    if getattr(args, "model", None):
+        return cmd_calibrate_model(args)
     if args.budget is not None and not args.budget > 0:
         raise InputError(f"--budget must be a positive number of seconds, got {args.budget}")
     _import_torch_or_fail()
@@ -97,6 +99,47 @@ def cmd_calibrate(args) -> int:
               "numbers from a quiet window are more reproducible", file=sys.stderr)
     if prov.drift_flagged:
         print(f"warning: the reference measurement drifted by {prov.drift:.0%} during the run", file=sys.stderr)
+    return 0
+
+
+def cmd_calibrate_model(args) -> int:
+    """`calibrate --model PATH_OR_NAME`: the model's own terms on top of a device profile (--profile), written to
+    --out (default: the profile itself)."""
+    from pathlib import Path
+
+    from ..fileio import check_output_path
+    from ..specs.profiles import load_profile
+    from ..units import normalize_dtype
+
+    for name in ("shapes_of", "quick"):
+        if getattr(args, name, None):
+            raise InputError(f"--{name.replace('_', '-')} belongs to a device calibration, not to --model")
+    _import_torch_or_fail()
+    _check_threads(args.threads)
+    from ..calibrate.model_terms import print_model_report, run_model_calibration
+    from ..calibrate.profile import write_profile
+    from ..calibrate.timers import select_device
+
+    profile_path = args.profile
+    if profile_path is None:
+        profile_path = str(Path("calibrate") / f"{select_device(args.device, args.threads).slug}.yaml")
+    hw = load_profile(profile_path)
+    out = Path(args.out or profile_path)
+    check_output_path(out, "profile (--out)", (".yaml", ".yml"), create_parent=True)
+    asked = [normalize_dtype(d) for d in args.dtype.split(",") if d.strip()]
+    dtypes = [d for d in asked if d in hw.measured.dtypes]
+    if not dtypes:
+        raise InputError(f"{profile_path} measured {', '.join(hw.measured.dtypes)}; --dtype asked for "
+                         f"{', '.join(asked)}")
+    threads = args.threads or hw.measured.provenance.threads
+    device = select_device(args.device, threads if hw.measured.provenance.device_kind == "cpu" else None)
+    if hw.measured.provenance.device_kind != device.kind:
+        raise InputError(f"{profile_path} was measured on a {hw.measured.provenance.device_kind} device, not here")
+    log = (lambda *a: None) if args.no_progress else print
+    fitted, report = run_model_calibration(hw, args.model, device, dtypes, impl=args.impl, seed=args.seed, log=log)
+    print_model_report(report)
+    write_profile(fitted, out)
+    print(f"wrote {out} (model terms of {report['model']}: {', '.join(report['dtypes'])}, {report['implementation']})")
     return 0
 
 
@@ -273,7 +316,7 @@ def cmd_validate_family(args, profile_path, profile, out_dir) -> int:
     reports = []
     for dtype in dtypes:
         report = run_external_validation(profile_path, device, dtype, families, quick=args.quick, seed=args.seed,
-                                         progress=not args.no_progress)
+                                         progress=not args.no_progress, model_source=args.model)
         print_external_report(report)
         reports.append(report)
     path = write_external_report(combine_external_reports(reports), out_dir,
