@@ -123,7 +123,7 @@ def test_the_checker_sees_lazy_and_relative_imports(tmp_path):
 
 #: calibrate's subpackages, in import order (`rooflinesim/calibrate/__init__.py`): each imports only itself and those
 #: to its left; `fitting` is the torch-free part
-CALIBRATE_LAYERS = ["fitting", "reference", "measure", "validators"]
+CALIBRATE_LAYERS = ["fitting", "reference", "measure", "validators", "external"]
 
 
 def _runtime_imports(path: Path) -> set[str]:

@@ -2,9 +2,9 @@
 `validate --serve`, `acceptance measure` and `acceptance validate`. The command line (`rooflinesim.cli`) is the only
 part of the package that imports from here, and only inside the commands that need it.
 
-Four subpackages, split at the torch boundary and by job. `fitting` imports no torch (numpy, scipy and pydantic only;
+Five subpackages, split at the torch boundary and by job. `fitting` imports no torch (numpy, scipy and pydantic only;
 `tests/test_layers.py` checks it); the other three need torch. Within calibrate, imports flow
-`fitting -> reference -> measure -> validators` (a subpackage imports only itself and those to its left).
+`fitting -> reference -> measure -> validators -> external` (a subpackage imports only itself and those to its left).
 
 | subpackage | module | what it does |
 |---|---|---|
@@ -32,6 +32,11 @@ Four subpackages, split at the torch boundary and by job. `fitting` imports no t
 | | `validate_summary` | `validate`'s report: error summaries, coverage, writing, charting, printing (no torch) |
 | | `serve_validate` | `rooflinesim validate --serve`: the measured serving loop vs the serving simulator |
 | | `acceptance_validate` | `rooflinesim acceptance validate`: speculative speedup on real acceptance vs predicted |
+| `external` | `hf_holdout` | the hold-out nobody in the project wrote: Hugging Face `transformers` decoders from configs |
+| | `gptfast_model` | a second, independent decoder in gpt-fast's style (fused wqkv, `nn.RMSNorm`, native-GQA SDPA) |
+| | `external_validate` | `rooflinesim validate --family hf,gptfast`: those families measured and priced |
+| | `decompose` | torch.profiler per-op buckets of a hold-out step beside the tool's per-op prices |
+| | `model_terms` | `rooflinesim calibrate --model`: a user's model's own terms on top of a device profile |
 
 Profiles are read and written by `rooflinesim.specs.profiles` and priced by `rooflinesim.timing.measured`, on the
 `predict` path; nothing here is needed to use a profile.

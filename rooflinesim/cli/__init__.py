@@ -125,6 +125,15 @@ def build_parser() -> argparse.ArgumentParser:
                         "profile prices them from their own tables; it is then no hold-out for them")
     p.add_argument("--merge", nargs="+", default=None, metavar="PROFILE",
                    help="combine profiles of the same device into --out (no measuring; narrows the intervals)")
+    p.add_argument("--model", default=None, metavar="PATH_OR_NAME",
+                   help="instead: time this model (config.json, a local Hugging Face checkpoint folder or a model "
+                        "name) at a few points and fit its own terms on top of --profile (validate --family model "
+                        "checks them)")
+    p.add_argument("--impl", default=None, choices=("hf", "reference"),
+                   help="--model: run it in transformers (default for a config with rooflinesim[hf]) or in the "
+                        "project's reference decoder")
+    p.add_argument("--profile", default=None, help="--model: the device profile to extend (default "
+                                                   "calibrate/<device-name>.yaml; written in place unless --out)")
     p.add_argument("--out", default=None, help="profile path (default calibrate/<device-name>.yaml)")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
@@ -142,6 +151,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--no-plot", action="store_true", help="skip the PNG")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
+    p.add_argument("--family", default=None, metavar="hf,gptfast,project",
+                   help="instead: decode steps of hold-out implementations written outside the project (hf: "
+                        "Hugging Face transformers models, needs rooflinesim[hf]; gptfast: a gpt-fast-style decoder) "
+                        "beside the project's own family (project); median/p90 error and interval coverage each")
     p.add_argument("--serve", action="store_true", help="instead: a measured continuous-batching loop (Poisson "
                    "arrivals, off and fixed:K) against 'rooflinesim serve' on the same requests (~2-3 min on 2 cores)")
     p.add_argument("--load", type=float, default=None, help="--serve: offered load as a share of off's simulated "

@@ -57,6 +57,8 @@ def cmd_calibrate(args) -> int:
 
     if args.merge:
         return cmd_merge(args)
+    if getattr(args, "model", None):
+        return cmd_calibrate_model(args)
     if args.budget is not None and not args.budget > 0:
         raise InputError(f"--budget must be a positive number of seconds, got {args.budget}")
     _import_torch_or_fail()
@@ -97,6 +99,47 @@ def cmd_calibrate(args) -> int:
               "numbers from a quiet window are more reproducible", file=sys.stderr)
     if prov.drift_flagged:
         print(f"warning: the reference measurement drifted by {prov.drift:.0%} during the run", file=sys.stderr)
+    return 0
+
+
+def cmd_calibrate_model(args) -> int:
+    """`calibrate --model PATH_OR_NAME`: the model's own terms on top of a device profile (--profile), written to
+    --out (default: the profile itself)."""
+    from pathlib import Path
+
+    from ..fileio import check_output_path
+    from ..specs.profiles import load_profile
+    from ..units import normalize_dtype
+
+    for name in ("shapes_of", "quick"):
+        if getattr(args, name, None):
+            raise InputError(f"--{name.replace('_', '-')} belongs to a device calibration, not to --model")
+    _import_torch_or_fail()
+    _check_threads(args.threads)
+    from ..calibrate.external.model_terms import print_model_report, run_model_calibration
+    from ..specs.profiles import write_profile
+    from ..calibrate.measure.timers import select_device
+
+    profile_path = args.profile
+    if profile_path is None:
+        profile_path = str(Path("calibrate") / f"{select_device(args.device, args.threads).slug}.yaml")
+    hw = load_profile(profile_path)
+    out = Path(args.out or profile_path)
+    check_output_path(out, "profile (--out)", (".yaml", ".yml"), create_parent=True)
+    asked = [normalize_dtype(d) for d in args.dtype.split(",") if d.strip()]
+    dtypes = [d for d in asked if d in hw.measured.dtypes]
+    if not dtypes:
+        raise InputError(f"{profile_path} measured {', '.join(hw.measured.dtypes)}; --dtype asked for "
+                         f"{', '.join(asked)}")
+    threads = args.threads or hw.measured.provenance.threads
+    device = select_device(args.device, threads if hw.measured.provenance.device_kind == "cpu" else None)
+    if hw.measured.provenance.device_kind != device.kind:
+        raise InputError(f"{profile_path} was measured on a {hw.measured.provenance.device_kind} device, not here")
+    log = (lambda *a: None) if args.no_progress else print
+    fitted, report = run_model_calibration(hw, args.model, device, dtypes, impl=args.impl, seed=args.seed, log=log)
+    print_model_report(report)
+    write_profile(fitted, out)
+    print(f"wrote {out} (model terms of {report['model']}: {', '.join(report['dtypes'])}, {report['implementation']})")
     return 0
 
 
@@ -176,6 +219,8 @@ def cmd_validate(args) -> int:
     profile = load_profile(profile_path)
     if args.serve:
         return cmd_validate_serve(args, profile_path, profile, out_dir)
+    if getattr(args, "family", None):
+        return cmd_validate_family(args, profile_path, profile, out_dir)
     for name in ("load", "rate", "requests", "k"):
         if getattr(args, name, None) is not None:
             raise InputError(f"--{name} belongs to 'validate --serve'")
@@ -237,4 +282,44 @@ def cmd_validate_serve(args, profile_path, profile, out_dir) -> int:
         save_chart(plot_serve_validation(json_path), json_path.with_suffix(".png"))
         written.append(json_path.with_suffix(".png"))
     print("wrote " + ", ".join(str(p) for p in written))
+    return 0
+
+
+def cmd_validate_family(args, profile_path, profile, out_dir) -> int:
+    """`validate --family hf,gptfast,project`: hold-out implementations written outside the project (JSON report)."""
+    from ..units import normalize_dtype
+
+    from ..calibrate.external.external_validate import (
+        combine_external_reports, parse_families, print_external_report, run_external_validation,
+        write_external_report,
+    )
+    from ..calibrate.measure.timers import select_device
+
+    families = parse_families(args.family)
+    if "hf" in families:
+        from ..calibrate.external.hf_holdout import require_transformers
+
+        require_transformers()
+    from ..calibrate.external.hf_holdout import get_hf_specs
+    from ..calibrate.external.gptfast_model import get_gptfast_specs
+    from ..calibrate.fitting.plan import get_profile_hold_out_clash
+
+    specs = [*(get_hf_specs() if "hf" in families else ()), *(get_gptfast_specs() if "gptfast" in families else ())]
+    clash = get_profile_hold_out_clash(profile, specs)
+    if clash:
+        raise InputError(f"{profile_path} has tables for weight shapes of the hold-out models "
+                         f"({', '.join(f'{k} x {n}' for k, n in clash)}): validate --family needs a profile "
+                         "calibrated without them")
+    dtypes = [normalize_dtype(args.dtype)] if args.dtype else list(profile.measured.dtypes)
+    threads = args.threads or profile.measured.provenance.threads
+    device = select_device(args.device, threads if profile.measured.provenance.device_kind == "cpu" else None)
+    reports = []
+    for dtype in dtypes:
+        report = run_external_validation(profile_path, device, dtype, families, quick=args.quick, seed=args.seed,
+                                         progress=not args.no_progress, model_source=args.model)
+        print_external_report(report)
+        reports.append(report)
+    path = write_external_report(combine_external_reports(reports), out_dir,
+                                 f"{profile.measured.profile_name}-{'-'.join(families)}-validation")
+    print(f"wrote {path}")
     return 0

@@ -34,6 +34,24 @@ def parse_attention_key(key: str) -> tuple[str, int]:
     return match.group(1), int(match.group(2))
 
 
+class ModelTerms(SpecModel):
+    """One model's own terms fitted on top of the device profile (`calibrate --model`): its steps measured at a few
+    (batch, context, new tokens) points are priced as scale x (the device profile's price) + step_overhead_s. They
+    carry what the model's implementation does that the device profile's per-op prices do not (its dispatch count,
+    its cache, its kernels)."""
+
+    source: str = Field(description="the config.json, checkpoint folder or model name that was timed")
+    implementation: str = Field(description="the code that ran it: hf (transformers) or reference (calibrate/model.py)")
+    scale: float = Field(ge=0.2, le=5.0)
+    step_overhead_s: float = Field(ge=0)
+    batches: IntTuple
+    contexts: IntTuple
+    new_tokens: IntTuple
+    median_abs_rel_residual: float = Field(ge=0, description="on the timed points")
+    check_median_abs_rel_error: Optional[float] = Field(
+        None, ge=0, description="on the points it did not time, measured right after the fit")
+
+
 class Provenance(SpecModel):
     """Where and how a profile was measured."""
 
@@ -56,6 +74,8 @@ class Provenance(SpecModel):
     shapes_of: StrTuple = Field(
         (), description="models whose own linear weight shapes were calibrated too (`calibrate --shapes-of`): the "
                         "profile prices them from their own tables, and is no hold-out for them")
+    model_terms: Optional[dict[str, dict[str, ModelTerms]]] = Field(
+        None, description="model name -> dtype -> the model's own fitted terms (`calibrate --model`)")
     anchor_s: Optional[dict[str, float]] = Field(
         None, description="the machine-speed anchors (rooflinesim.calibrate.measure.anchor) timed during the run (s); "
                           "absent in profiles measured before they existed")
