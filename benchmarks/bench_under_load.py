@@ -181,11 +181,24 @@ def fit_alpha(row: dict, lo: float = 0.02, hi: float = 0.98, steps: int = 14) ->
     return 0.5 * (lo + hi)
 
 
+def alpha_from_acceptance_length(length: float, k: int) -> float:
+    """The i.i.d. alpha whose chain of k drafts accepts `length` tokens per step, bonus included:
+    (1 - alpha^(k+1)) / (1 - alpha) = length (bisection; the left side rises with alpha from 1 to k + 1)."""
+    lo, hi = 0.0, 1.0 - 1e-9
+    for _ in range(60):
+        mid = 0.5 * (lo + hi)
+        lo, hi = (mid, hi) if (1 - mid ** (k + 1)) / (1 - mid) < length else (lo, mid)
+    return 0.5 * (lo + hi)
+
+
 def series_alphas(rows: list[dict]) -> dict[str, float]:
     alphas = {}
     for row in rows:
-        if row.get("acceptance", {}).get("kind") == "alpha":
-            alphas.setdefault(row["series"], float(row["acceptance"]["value"]))
+        acceptance = row.get("acceptance", {})
+        if acceptance.get("kind") == "alpha":
+            alphas.setdefault(row["series"], float(acceptance["value"]))
+        elif acceptance.get("kind") == "acceptance_length" and row.get("drafting") == "chain" and row.get("k"):
+            alphas.setdefault(row["series"], alpha_from_acceptance_length(float(acceptance["value"]), row["k"]))
     for row in rows:
         if "acceptance" in row.get("fitted_on", []) and row["series"] not in alphas and not not_priceable_reason(row):
             alphas[row["series"]] = fit_alpha(row)
@@ -204,7 +217,7 @@ def summarize(errors, unit: str) -> str:
 def run_spec(rows: list[dict]) -> dict:
     alphas = series_alphas(rows)
     results, skipped = [], []
-    print(f"{'row':62s} {'load':>8s} {'alpha':>6s} {'measured':>9s} {'predicted':>9s} {'error':>7s}")
+    print(f"{'row':62s} {'load':>8s} {'engine':>8s} {'alpha':>6s} {'measured':>9s} {'predicted':>9s} {'error':>7s}")
     for row in rows:
         reason = not_priceable_reason(row) or (None if row["series"] in alphas else "no acceptance (series unfitted)")
         if reason:
@@ -213,10 +226,11 @@ def run_spec(rows: list[dict]) -> dict:
         predicted = predict_speedup(row, alphas[row["series"]])
         error = predicted - row["measured"]
         fitted = bool(row.get("fitted_on"))
-        results.append(dict(row=row, predicted=predicted, error=error, fitted=fitted))
+        engine = _build(row)[1].get("engine", "ideal")
+        results.append(dict(row=row, predicted=predicted, error=error, fitted=fitted, engine=engine))
         load = f"b{row['batch']}" if row["load"] == "batch" else f"{row['rate_per_s']:g}/s"
-        print(f"{row['id']:62s} {load:>8s} {alphas[row['series']]:6.3f} {row['measured']:9.3f} {predicted:9.3f} "
-              f"{error:+7.3f}{'  (fit)' if fitted else ''}")
+        print(f"{row['id']:62s} {load:>8s} {engine:>8s} {alphas[row['series']]:6.3f} {row['measured']:9.3f} "
+              f"{predicted:9.3f} {error:+7.3f}{'  (fit)' if fitted else ''}")
     print("\nnot yet priceable:")
     for reason in sorted({r for _, r in skipped}):
         ids = [row["id"] for row, r in skipped if r == reason]
@@ -227,8 +241,10 @@ def run_spec(rows: list[dict]) -> dict:
     for source in sorted({r["row"]["source_id"] for r in results}):
         held = [r["error"] for r in results if not r["fitted"] and r["row"]["source_id"] == source]
         print(f"    held out, {source}: {summarize(held, 'x')}")
-    direction = [np.sign(r["predicted"] - 1) == np.sign(r["row"]["measured"] - 1) for r in results if not r["fitted"]]
-    print(f"  held-out rows on the right side of 1.0x: {sum(direction)} of {len(direction)}")
+    held = [r for r in results if not r["fitted"]]
+    direction = [np.sign(r["predicted"] - 1) == np.sign(r["row"]["measured"] - 1) for r in held]
+    print(f"  held-out rows on the right side of 1.0x: {sum(direction)} of {len(direction)}; predicted above the "
+          f"measured speedup in {sum(r['error'] > 0 for r in held)} of {len(held)}")
     return dict(alphas=alphas, results=results, skipped=skipped)
 
 
@@ -291,7 +307,10 @@ def run_serve(rows: list[dict]) -> list[dict]:
                   f"{100 * error:+7.1f}%")
     print("\nserving without speculation, |predicted / measured - 1| (every row held out):")
     for kind in ("throughput", "tpot", "ttft", "e2e"):
-        print(f"  {kind:10s}: {summarize([r['error'] for r in results if r['kind'] == kind], '%')}")
+        errs = [r["error"] for r in results if r["kind"] == kind]
+        # optimistic: more throughput, or less time, than measured
+        optimistic = sum((e > 0) if kind == "throughput" else (e < 0) for e in errs)
+        print(f"  {kind:10s}: {summarize(errs, '%')}; optimistic in {optimistic} of {len(errs)}")
     for source in sorted({r["row"]["source_id"] for r in results}):
         errs = [r["error"] for r in results if r["row"]["source_id"] == source]
         print(f"    {source}: {summarize(errs, '%')}")

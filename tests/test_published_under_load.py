@@ -154,3 +154,9 @@ def test_a_fitted_batch_row_is_reproduced_and_its_held_out_neighbour_priced(benc
     assert bench.predict_speedup(fitted, alpha) == pytest.approx(fitted["measured"], abs=0.01)
     # more load, less speedup: the held-out row is at a larger batch and must be priced lower
     assert bench.predict_speedup(held, alpha) < bench.predict_speedup(fitted, alpha)
+
+
+@pytest.mark.parametrize("alpha,k", [(0.0, 3), (0.5, 3), (0.8, 7), (0.95, 1)])
+def test_acceptance_length_converts_back_to_alpha(bench, alpha, k):
+    length = sum(alpha ** i for i in range(k + 1))  # 1 + alpha + ... + alpha^k, hand-expanded
+    assert bench.alpha_from_acceptance_length(length, k) == pytest.approx(alpha, abs=1e-6)
