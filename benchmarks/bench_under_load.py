@@ -1,0 +1,339 @@
+"""Speculation and serving under load against published measurements: prices every row of
+`benchmarks/published/speculation-under-load.yaml` and `benchmarks/published/serving-no-spec.yaml` through the public
+path and prints predicted vs measured, then median and p90 |error| for fitted and held-out rows apart, per source,
+and the break-even batch or rate where a source shows one.
+
+    python benchmarks/bench_under_load.py              # everything (a few minutes on 2 shared cores)
+    python benchmarks/bench_under_load.py --spec-only  # the speculation benchmark only
+    python benchmarks/bench_under_load.py --serve-only # the no-speculation serving benchmark only
+
+How rows are priced (no row-specific constant enters a prediction):
+- batch rows with a chain drafter: `build_scenario` + `predict_scenario`, the speedup of the row's k at the row's
+  batch and context (`pricing_context_tokens`, else prompt + output / 2).
+- rate and all-at-once rows: `rooflinesim.serve.simulate` on Poisson arrivals (all-at-once: 1e6 requests/s, since
+  `serve` has no infinite rate), policy `off` against `fixed:k`; the speculation metric is the ratio of mean E2E
+  latencies. Lengths: the row's prompt/output tokens, else the dataset's (ShareGPT: the 202/179 averages the vLLM
+  v0.6.0 blog states; other datasets: an assumption the output names).
+- acceptance: the published one where the row has it, else one alpha per series, fitted (bisection) so that the
+  series' `fitted_on: [acceptance]` row is reproduced; every other row of the series is held out.
+- the row's engine goes to `build_scenario(engine=...)` and `simulate(engine=...)` only where those accept it (the
+  engine model may not exist yet); where it does not, or the engine is unknown to it, the ideal roofline prices the row
+  and the output says so.
+- trees, self-speculation, closed-loop concurrency and unshipped hardware/models are listed as not yet priceable.
+"""
+
+from __future__ import annotations
+
+import argparse
+import inspect
+import os
+import platform
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import yaml
+
+from rooflinesim.errors import InputError
+from rooflinesim.pricing.predict import predict_scenario
+from rooflinesim.scenario.builder import build_scenario
+from rooflinesim.serve import LengthDistribution, ServeConfig, generate_requests, simulate
+from rooflinesim.specs.registry import SpecError, load_hardware, load_model
+
+HERE = Path(__file__).resolve().parent / "published"
+SPEC_TABLE = HERE / "speculation-under-load.yaml"
+SERVE_TABLE = HERE / "serving-no-spec.yaml"
+#: lengths a dataset is priced at where the row does not state them: (prompt, output, where they come from)
+DATASET_LENGTHS = {
+    "sharegpt": (202, 179, "vLLM v0.6.0 blog: ShareGPT sample averages"),
+    "cnn-dailymail": (1024, 128, "assumed (no source states the lengths of this run)"),
+}
+ALL_AT_ONCE_RATE_PER_S = 1e6
+MAX_SIMULATED_REQUESTS = 5000
+SERVE_REQUESTS_FOR_SPEC = 300
+DRAFTER_KWARGS = {"eagle": {"drafter": "eagle"}, "eagle3": {"drafter": "eagle"}, "ngram": {"drafter": "ngram"}}
+
+
+def load_rows(path: Path) -> list[dict]:
+    return yaml.safe_load(path.read_text())["rows"]
+
+
+def load_break_even(path: Path = SPEC_TABLE) -> list[dict]:
+    return yaml.safe_load(path.read_text()).get("break_even", [])
+
+
+def _accepts(fn, name: str) -> bool:
+    return name in inspect.signature(fn).parameters
+
+
+def engine_kwargs(fn, row: dict) -> dict:
+    """{'engine': row's engine} where `fn` takes an engine, else {} (priced by the ideal roofline)."""
+    return {"engine": row["engine"]} if _accepts(fn, "engine") and row.get("engine") else {}
+
+
+def not_priceable_reason(row: dict) -> str | None:
+    """Why the tool cannot express this row yet (None: it can)."""
+    if row.get("drafting") == "tree":
+        return "tree drafting (issue 23: --tree)"
+    if row.get("drafting") == "self":
+        return "self-speculation with a bounded draft KV (issue 23: --drafter self --draft-kv-budget)"
+    if row.get("load") == "concurrency":
+        return "closed-loop concurrency (issue 23: serve --concurrency)"
+    try:
+        load_hardware(row["hardware"])
+    except (SpecError, InputError):
+        return f"hardware {row['hardware']!r} not shipped"
+    for name in (row["model"], row.get("draft_model")):
+        if name is None:
+            continue
+        try:
+            load_model(name)
+        except (SpecError, InputError):
+            return f"model {name!r} not shipped"
+    if row.get("drafting") == "chain" and row.get("drafter") not in DRAFTER_KWARGS and not row.get("draft_model"):
+        return f"drafter {row.get('drafter')!r} not modelled"
+    return None
+
+
+def _build(row: dict, ctx=None, batch=1, **extra):
+    kwargs = dict(tp=row.get("tp", 1), weight_dtype=row.get("weight_dtype", "bf16"), allow_long_context=True, **extra)
+    for attempt in (engine_kwargs(build_scenario, row), {}):
+        try:
+            return build_scenario(row["hardware"], row["model"], batch, ctx or 4096, **attempt, **kwargs), attempt
+        except InputError:
+            if not attempt:
+                raise
+    raise AssertionError("unreachable")
+
+
+def _spec_extra(row: dict, alpha: float) -> dict:
+    extra = dict(alpha=alpha, k=row["k"])
+    if row.get("draft_model"):
+        extra["draft"] = row["draft_model"]
+    else:
+        extra.update(DRAFTER_KWARGS[row["drafter"]])
+    return extra
+
+
+def _context(row: dict) -> int:
+    if row.get("pricing_context_tokens"):
+        return int(row["pricing_context_tokens"])
+    return int(row["prompt_tokens"] + row["output_tokens"] // 2)
+
+
+def predict_batch_speedup(row: dict, alpha: float, batch: int | None = None) -> float:
+    scenario, _ = _build(row, _context(row), batch or row["batch"], **_spec_extra(row, alpha))
+    return float(predict_scenario(scenario).speculative.speedup)
+
+
+def _lengths(row: dict) -> tuple[int, int, str]:
+    if row.get("prompt_tokens") and row.get("output_tokens"):
+        return int(row["prompt_tokens"]), int(row["output_tokens"]), "as published"
+    return DATASET_LENGTHS[row["dataset"]]
+
+
+def get_length_distributions(row: dict) -> tuple[LengthDistribution, LengthDistribution]:
+    """The row's published lengths; else a named dataset distribution where `serve` ships one (the engine issue
+    adds them); else the dataset's fixed lengths from DATASET_LENGTHS."""
+    if not (row.get("prompt_tokens") and row.get("output_tokens")) and row.get("dataset"):
+        try:
+            return (LengthDistribution.parse(f"{row['dataset']}", "prompt"),
+                    LengthDistribution.parse(f"{row['dataset']}", "output"))
+        except InputError:
+            pass
+    prompt, output, _ = _lengths(row)
+    return LengthDistribution.parse(str(prompt), "prompt"), LengthDistribution.parse(str(output), "output")
+
+
+def _simulate(row: dict, scenario, engine: dict, rate: float, n: int, policy: str):
+    prompt, output = get_length_distributions(row)
+    reqs = generate_requests(n, rate, prompt, output, seed=0)
+    kwargs = engine if _accepts(simulate, "engine") else {}
+    return simulate(scenario, reqs, policy, ServeConfig(), **kwargs)
+
+
+def predict_rate_speedup(row: dict, alpha: float, rate: float | None = None) -> float:
+    scenario, engine = _build(row, 4096, 1, **_spec_extra(row, alpha))
+    rate = rate or row["rate_per_s"]
+    off = _simulate(row, scenario, engine, rate, SERVE_REQUESTS_FOR_SPEC, "off")
+    spec = _simulate(row, scenario, engine, rate, SERVE_REQUESTS_FOR_SPEC, f"fixed:{row['k']}")
+    return float(np.mean(off.latency_s) / np.mean(spec.latency_s))
+
+
+def predict_speedup(row: dict, alpha: float, load=None) -> float:
+    if row["load"] == "batch":
+        return predict_batch_speedup(row, alpha, load)
+    return predict_rate_speedup(row, alpha, load)
+
+
+def fit_alpha(row: dict, lo: float = 0.02, hi: float = 0.98, steps: int = 14) -> float:
+    """The i.i.d. alpha at which the tool reproduces the row's measured speedup (speedup rises with alpha); clamped
+    to [lo, hi] where the measurement lies outside what the tool can reach."""
+    target = row["measured"]
+    if predict_speedup(row, hi) <= target:
+        return hi
+    if predict_speedup(row, lo) >= target:
+        return lo
+    for _ in range(steps):
+        mid = 0.5 * (lo + hi)
+        lo, hi = (mid, hi) if predict_speedup(row, mid) < target else (lo, mid)
+    return 0.5 * (lo + hi)
+
+
+def alpha_from_acceptance_length(length: float, k: int) -> float:
+    """The i.i.d. alpha whose chain of k drafts accepts `length` tokens per step, bonus included:
+    (1 - alpha^(k+1)) / (1 - alpha) = length (bisection; the left side rises with alpha from 1 to k + 1)."""
+    lo, hi = 0.0, 1.0 - 1e-9
+    for _ in range(60):
+        mid = 0.5 * (lo + hi)
+        lo, hi = (mid, hi) if (1 - mid ** (k + 1)) / (1 - mid) < length else (lo, mid)
+    return 0.5 * (lo + hi)
+
+
+def series_alphas(rows: list[dict]) -> dict[str, float]:
+    alphas = {}
+    for row in rows:
+        acceptance = row.get("acceptance", {})
+        if acceptance.get("kind") == "alpha":
+            alphas.setdefault(row["series"], float(acceptance["value"]))
+        elif acceptance.get("kind") == "acceptance_length" and row.get("drafting") == "chain" and row.get("k"):
+            alphas.setdefault(row["series"], alpha_from_acceptance_length(float(acceptance["value"]), row["k"]))
+    for row in rows:
+        if "acceptance" in row.get("fitted_on", []) and row["series"] not in alphas and not not_priceable_reason(row):
+            alphas[row["series"]] = fit_alpha(row)
+    return alphas
+
+
+def summarize(errors, unit: str) -> str:
+    e = np.abs(np.asarray(errors, dtype=float))
+    if e.size == 0:
+        return "no rows"
+    scale, fmt = (100.0, "{:.1f} %") if unit == "%" else (1.0, "{:.3f}x")
+    return (f"median {fmt.format(scale * np.median(e))}, p90 {fmt.format(scale * np.percentile(e, 90))} "
+            f"over {e.size} rows")
+
+
+def run_spec(rows: list[dict]) -> dict:
+    alphas = series_alphas(rows)
+    results, skipped = [], []
+    print(f"{'row':62s} {'load':>8s} {'engine':>8s} {'alpha':>6s} {'measured':>9s} {'predicted':>9s} {'error':>7s}")
+    for row in rows:
+        reason = not_priceable_reason(row) or (None if row["series"] in alphas else "no acceptance (series unfitted)")
+        if reason:
+            skipped.append((row, reason))
+            continue
+        predicted = predict_speedup(row, alphas[row["series"]])
+        error = predicted - row["measured"]
+        fitted = bool(row.get("fitted_on"))
+        engine = _build(row)[1].get("engine", "ideal")
+        results.append(dict(row=row, predicted=predicted, error=error, fitted=fitted, engine=engine))
+        load = f"b{row['batch']}" if row["load"] == "batch" else f"{row['rate_per_s']:g}/s"
+        print(f"{row['id']:62s} {load:>8s} {engine:>8s} {alphas[row['series']]:6.3f} {row['measured']:9.3f} "
+              f"{predicted:9.3f} {error:+7.3f}{'  (fit)' if fitted else ''}")
+    print("\nnot yet priceable:")
+    for reason in sorted({r for _, r in skipped}):
+        ids = [row["id"] for row, r in skipped if r == reason]
+        print(f"  {len(ids):3d} rows: {reason} (e.g. {ids[0]})")
+    print("\nspeculation speedup |predicted - measured| (x):")
+    print(f"  fitted rows:   {summarize([r['error'] for r in results if r['fitted']], 'x')}")
+    print(f"  held-out rows: {summarize([r['error'] for r in results if not r['fitted']], 'x')}")
+    for source in sorted({r["row"]["source_id"] for r in results}):
+        held = [r["error"] for r in results if not r["fitted"] and r["row"]["source_id"] == source]
+        print(f"    held out, {source}: {summarize(held, 'x')}")
+    held = [r for r in results if not r["fitted"]]
+    direction = [np.sign(r["predicted"] - 1) == np.sign(r["row"]["measured"] - 1) for r in held]
+    print(f"  held-out rows on the right side of 1.0x: {sum(direction)} of {len(direction)}; predicted above the "
+          f"measured speedup in {sum(r['error'] > 0 for r in held)} of {len(held)}")
+    return dict(alphas=alphas, results=results, skipped=skipped)
+
+
+BATCH_GRID = [1, 2, 4, 8, 12, 16, 20, 24, 28, 32, 40, 48, 56, 64, 80, 96, 128, 160, 192, 256, 320, 384, 512]
+
+
+def run_break_even(rows: list[dict], alphas: dict[str, float]) -> None:
+    print("\nbreak-even (first load where speculation loses):")
+    by_series = {}
+    for row in rows:
+        by_series.setdefault(row["series"], row)
+    for entry in load_break_even():
+        row = by_series[entry["series"]]
+        if entry["series"] not in alphas or not_priceable_reason(row):
+            print(f"  {entry['series']}: not priceable")
+            continue
+        grid = BATCH_GRID if entry["load"] == "batch" else list(range(1, 2 * entry["published_first_losing"] + 1))
+        predicted = next((x for x in grid if predict_speedup(row, alphas[entry["series"]], x) < 1.0), None)
+        published = entry["published_first_losing"]
+        ratio = f"{predicted / published:.2f}x the published" if predicted else f"none up to {grid[-1]}"
+        print(f"  {entry['series']} ({entry['load']}): published first losing {published} (last paying "
+              f"{entry.get('published_last_paying')}), predicted {predicted} -> {ratio}")
+
+
+METRIC_KIND = {"requests_per_s": "throughput", "output_tokens_per_s": "throughput", "median_tpot_s": "tpot",
+               "tpot_s": "tpot", "median_ttft_s": "ttft", "median_e2e_latency_s": "e2e"}
+
+
+def predict_serve_metrics(row: dict) -> tuple[dict, str]:
+    """Each published metric of a no-speculation row as `serve --policy off` (or predict, for a batch row) prices it;
+    plus which engine priced it."""
+    if row["load"] == "batch":
+        scenario, engine = _build(row, _context(row), row["batch"], speculative=False)
+        return {"tpot_s": float(predict_scenario(scenario).decode.step_time_s)}, engine.get("engine", "ideal")
+    scenario, engine = _build(row, 4096, 1, speculative=False)
+    rate = row["rate_per_s"] if row["load"] == "rate" else ALL_AT_ONCE_RATE_PER_S
+    n = min(row.get("num_prompts") or MAX_SIMULATED_REQUESTS, MAX_SIMULATED_REQUESTS)
+    result = _simulate(row, scenario, engine, rate, n, "off")
+    values = {"requests_per_s": result.requests_per_s, "output_tokens_per_s": result.output_tokens_per_s,
+              "median_tpot_s": float(np.nanmedian(result.tpot_s)), "median_ttft_s": float(np.median(result.ttft_s)),
+              "median_e2e_latency_s": float(np.median(result.latency_s))}
+    return values, engine.get("engine", "ideal")
+
+
+def run_serve(rows: list[dict]) -> list[dict]:
+    results = []
+    print(f"{'row':62s} {'metric':22s} {'engine':>8s} {'measured':>10s} {'predicted':>10s} {'error':>8s}")
+    for row in rows:
+        reason = not_priceable_reason(row)
+        if reason:
+            print(f"{row['id']:62s} not yet priceable: {reason}")
+            continue
+        predicted, engine = predict_serve_metrics(row)
+        for metric, measured in row["metrics"].items():
+            if metric not in METRIC_KIND:
+                continue
+            error = predicted[metric] / measured - 1.0
+            results.append(dict(row=row, metric=metric, kind=METRIC_KIND[metric], error=error))
+            print(f"{row['id']:62s} {metric:22s} {engine:>8s} {measured:10.4g} {predicted[metric]:10.4g} "
+                  f"{100 * error:+7.1f}%")
+    print("\nserving without speculation, |predicted / measured - 1| (every row held out):")
+    for kind in ("throughput", "tpot", "ttft", "e2e"):
+        errs = [r["error"] for r in results if r["kind"] == kind]
+        # optimistic: more throughput, or less time, than measured
+        optimistic = sum((e > 0) if kind == "throughput" else (e < 0) for e in errs)
+        print(f"  {kind:10s}: {summarize(errs, '%')}; optimistic in {optimistic} of {len(errs)}")
+    for source in sorted({r["row"]["source_id"] for r in results}):
+        errs = [r["error"] for r in results if r["row"]["source_id"] == source]
+        print(f"    {source}: {summarize(errs, '%')}")
+    return results
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--spec-only", action="store_true")
+    parser.add_argument("--serve-only", action="store_true")
+    args = parser.parse_args(argv)
+    engine_note = "per-row engine" if _accepts(build_scenario, "engine") else "ideal kernel roofline (no engine model)"
+    print(f"machine: {platform.processor() or platform.machine()}, {os.cpu_count()} cores, Python "
+          f"{platform.python_version()}; pricing: {engine_note}; {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}")
+    if not args.serve_only:
+        spec_rows = load_rows(SPEC_TABLE)
+        spec = run_spec(spec_rows)
+        run_break_even(spec_rows, spec["alphas"])
+    if not args.spec_only:
+        print()
+        run_serve(load_rows(SERVE_TABLE))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,162 @@
+"""The two published under-load benchmarks (speculation across batch/rate/concurrency, and serving without
+speculation) load, every row names its source and carries the fields its metric and load need, they are large and
+independent enough, and at most a third of the speculation rows are fitted. The accuracy itself is reported by
+`benchmarks/bench_under_load.py`, not asserted here."""
+
+import importlib.util
+import math
+from collections import Counter
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+SPEC_METRICS = {"speedup", "e2e_latency_speedup", "per_user_output_throughput_speedup"}
+SERVE_METRICS = {"requests_per_s", "output_tokens_per_s", "median_ttft_s", "median_tpot_s", "median_e2e_latency_s",
+                 "median_itl_s", "tpot_s"}
+LOAD_FIELD = {"batch": "batch", "rate": "rate_per_s", "concurrency": "concurrency"}
+
+
+def _bench():
+    spec = importlib.util.spec_from_file_location("bench_under_load", ROOT / "benchmarks" / "bench_under_load.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.fixture(scope="module")
+def bench():
+    return _bench()
+
+
+@pytest.fixture(scope="module")
+def spec_rows(bench):
+    return bench.load_rows(bench.SPEC_TABLE)
+
+
+@pytest.fixture(scope="module")
+def serve_rows(bench):
+    return bench.load_rows(bench.SERVE_TABLE)
+
+
+def _common(row):
+    assert row["source"] and row["source_id"], row["id"]
+    # a citation names a commit, a URL or a paper
+    assert any(tag in row["source"] for tag in ("@", "arXiv", "arxiv", ".io", ".ai", "issue 29")), row["id"]
+    for key in ("engine", "engine_version", "hardware", "model", "tp", "load"):
+        assert row.get(key) not in (None, ""), (row["id"], key)
+    if row.get("derived"):
+        assert "=" in row["derived"], row["id"]  # the arithmetic is written out
+
+
+def test_speculation_rows_have_sources_and_the_fields_their_metric_needs(spec_rows):
+    assert len({r["id"] for r in spec_rows}) == len(spec_rows)
+    for row in spec_rows:
+        _common(row)
+        assert row["metric"] in SPEC_METRICS, row["id"]
+        assert math.isfinite(row["measured"]) and 0.1 < row["measured"] < 10, row["id"]
+        assert row["drafting"] in {"chain", "tree", "self"}, row["id"]
+        assert row["load"] in LOAD_FIELD and row[LOAD_FIELD[row["load"]]] > 0, row["id"]
+        assert row["series"], row["id"]
+        acceptance = row["acceptance"]
+        assert acceptance["kind"] in {"alpha", "acceptance_length", "none"}, row["id"]
+        if acceptance["kind"] != "none":
+            assert acceptance["value"] > 0, row["id"]
+        if row["drafting"] == "chain" and row["load"] != "concurrency" and row["hardware"] != "gb200":
+            assert isinstance(row["k"], int) and row["k"] >= 1, row["id"]
+        assert set(row.get("fitted_on") or []) <= {"acceptance"}, row["id"]
+
+
+def test_speculation_benchmark_is_large_independent_and_mostly_held_out(spec_rows):
+    sources = Counter(r["source_id"] for r in spec_rows)
+    assert len(spec_rows) >= 40 and len(sources) >= 4, sources
+    fitted = [r for r in spec_rows if r.get("fitted_on")]
+    assert 0 < len(fitted) <= len(spec_rows) / 3
+    # the shapes the sibling issue adds are represented
+    assert {r["drafting"] for r in spec_rows} == {"chain", "tree", "self"}
+    assert {r["load"] for r in spec_rows} == {"batch", "rate", "concurrency"}
+
+
+def test_each_series_fits_at_most_its_lowest_load_row_and_no_published_acceptance(spec_rows):
+    series = {}
+    for row in spec_rows:
+        series.setdefault(row["series"], []).append(row)
+    for name, members in series.items():
+        fitted = [r for r in members if r.get("fitted_on")]
+        assert len(fitted) <= 1, name
+        if fitted:
+            field = LOAD_FIELD[fitted[0]["load"]]
+            assert fitted[0][field] == min(r[field] for r in members), name
+            assert fitted[0]["acceptance"]["kind"] == "none", name  # a published acceptance is used, not fitted
+
+
+def test_break_even_entries_point_at_series_that_show_one(bench, spec_rows):
+    series = {r["series"]: r for r in spec_rows}
+    entries = bench.load_break_even()
+    assert entries
+    for entry in entries:
+        assert entry["series"] in series and entry["source"]
+        assert entry["load"] == series[entry["series"]]["load"]
+        last, first = entry.get("published_last_paying"), entry["published_first_losing"]
+        assert last is None or last < first
+
+
+def test_serving_rows_have_sources_and_si_metrics(bench, serve_rows):
+    assert len({r["id"] for r in serve_rows}) == len(serve_rows)
+    for row in serve_rows:
+        _common(row)
+        assert row.get("fitted_on") == [], row["id"]
+        assert row["metrics"] and set(row["metrics"]) <= SERVE_METRICS, row["id"]
+        for name, value in row["metrics"].items():
+            assert math.isfinite(value) and value > 0, (row["id"], name)
+            if name.endswith("_s") and not name.endswith("per_s"):
+                assert value < 100, (row["id"], name)  # seconds, not milliseconds
+        assert row["load"] in {"rate", "all-at-once", "batch"}, row["id"]
+        if row["load"] == "rate":
+            assert row["rate_per_s"] > 0, row["id"]
+        if row["load"] != "batch":
+            # lengths as published, or a dataset the bench knows lengths for
+            assert (row.get("prompt_tokens") and row.get("output_tokens")) or row["dataset"] in bench.DATASET_LENGTHS
+
+
+def test_serving_benchmark_counts(serve_rows):
+    sources = Counter(r["source_id"] for r in serve_rows)
+    assert len(serve_rows) >= 30 and len(sources) >= 3, sources
+    kinds = {name for r in serve_rows for name in r["metrics"]}
+    assert {"requests_per_s", "output_tokens_per_s", "median_ttft_s", "median_tpot_s"} <= kinds
+
+
+def test_unexpressible_shapes_are_listed_not_priced(bench, spec_rows):
+    reasons = {r["id"]: bench.not_priceable_reason(r) for r in spec_rows}
+    for row in spec_rows:
+        if row["drafting"] in {"tree", "self"} or row["load"] == "concurrency":
+            assert reasons[row["id"]], row["id"]
+    assert sum(reason is None for reason in reasons.values()) >= 40
+
+
+def test_engine_is_passed_only_where_accepted(bench):
+    row = {"engine": "sglang"}
+
+    def without(hw, model): ...
+
+    def with_engine(hw, model, *, engine="ideal"): ...
+
+    assert bench.engine_kwargs(without, row) == {}
+    assert bench.engine_kwargs(with_engine, row) == {"engine": "sglang"}
+
+
+def test_a_fitted_batch_row_is_reproduced_and_its_held_out_neighbour_priced(bench, spec_rows):
+    series = "eagle3paper-sglang-h100-llama31-8b-eagle-chain3"
+    fitted = next(r for r in spec_rows if r["series"] == series and r.get("fitted_on"))
+    held = next(r for r in spec_rows if r["series"] == series and not r.get("fitted_on"))
+    alpha = bench.fit_alpha(fitted)
+    assert 0.02 < alpha < 0.98
+    assert bench.predict_speedup(fitted, alpha) == pytest.approx(fitted["measured"], abs=0.01)
+    # more load, less speedup: the held-out row is at a larger batch and must be priced lower
+    assert bench.predict_speedup(held, alpha) < bench.predict_speedup(fitted, alpha)
+
+
+@pytest.mark.parametrize("alpha,k", [(0.0, 3), (0.5, 3), (0.8, 7), (0.95, 1)])
+def test_acceptance_length_converts_back_to_alpha(bench, alpha, k):
+    length = sum(alpha ** i for i in range(k + 1))  # 1 + alpha + ... + alpha^k, hand-expanded
+    assert bench.alpha_from_acceptance_length(length, k) == pytest.approx(alpha, abs=1e-6)
