@@ -1,0 +1,123 @@
+"""Drafting shapes beyond a chain, resolved for the scenario builder: draft trees (`--tree`) and their acceptance.
+
+A tree's acceptance is one top-1 rate per depth a_d (an i.i.d. `alpha`, per-depth rates given as
+`alpha_per_position`, or fitted to a measured accept length), spread over sibling ranks by the geometric model of
+`acceptance.trees` (p[d, r] = a_d (1 - a_d)^r). A measured accept length (an SGLang log, a tree preset) is fitted on
+the tree it was measured with where the source states it (SGLang's server_args), else on the priced tree.
+Every problem is a one-line `InputError`.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ..acceptance.trees import TreeShape, fit_alpha_to_accept_length, get_rank_rates, parse_tree
+from ..errors import InputError
+
+#: the warnings of a chain-priced tree measurement that a priced tree makes moot
+_CHAIN_STAND_IN_MARKERS = ("wider verify step is not priced", "prices it as a chain",
+                           "per-position acceptance is taken as i.i.d.")
+
+
+def resolve_tree(tree) -> TreeShape | None:
+    """`--tree`: None, a `TreeShape`, 'steps,topk,num_draft_tokens' or a JSON list of paths."""
+    if tree is None or isinstance(tree, TreeShape):
+        return tree
+    try:
+        return parse_tree(tree)
+    except ValueError as exc:
+        raise InputError(str(exc)) from None
+
+
+def get_tree_depth(shape: TreeShape) -> int:
+    return shape.static.depth if shape.static is not None else shape.steps
+
+
+def get_tree_ranks(shape: TreeShape) -> int:
+    """Sibling ranks the shape can hold (the columns of its rank-rate matrix)."""
+    return (shape.static.max_rank if shape.static is not None else shape.topk - 1) + 1
+
+
+def get_tree_rank_rates(shape: TreeShape, alpha=None, per_depth=None) -> np.ndarray:
+    """p[d, r] for the shape from one rate (every depth) or per-depth rates."""
+    depth = get_tree_depth(shape)
+    rates = np.full(depth, float(alpha)) if per_depth is None else np.asarray(per_depth[:depth], dtype=float)
+    return get_rank_rates(rates, get_tree_ranks(shape) - 1)
+
+
+def get_tree_expected_tokens(shape: TreeShape, k, alpha=None, per_depth=None) -> np.ndarray:
+    """E per step at k verified tree tokens (arrays broadcast; alpha an array of rates or None with per-depth
+    rates): one tree per distinct rate, k = 0 is plain decoding."""
+    k = np.asarray(k)
+    top = int(k.max()) if k.size else 0
+    if per_depth is not None:
+        return shape.expected_tokens(k, get_tree_rank_rates(shape, per_depth=per_depth))
+    alpha = np.asarray(alpha, dtype=float)
+    values, inverse = np.unique(alpha, return_inverse=True)
+    table = np.stack([shape.expected_tokens(np.arange(top + 1), get_tree_rank_rates(shape, a)) for a in values])
+    index, kk = np.broadcast_arrays(inverse.reshape(alpha.shape), k)
+    return table[index, kk]
+
+
+def measured_tree_shape(conditions: dict) -> TreeShape | None:
+    """The tree a measurement ran with, where its conditions state one (SGLang's server_args)."""
+    try:
+        steps = int(conditions["speculative_num_steps"])
+        topk = int(conditions["speculative_eagle_topk"])
+        tokens = int(conditions["speculative_num_draft_tokens"])
+    except (KeyError, TypeError, ValueError):
+        return None
+    try:
+        return parse_tree(f"{steps},{topk},{tokens}")
+    except ValueError:
+        return None
+
+
+def resolve_tree_acceptance(shape: TreeShape, measured) -> tuple[tuple[float, ...] | None,
+                                                                 tuple[float, ...] | None, list[str]]:
+    """(alphas, per-depth rates, warnings) for a tree from a `MeasuredAcceptance`: its per-position rates as
+    per-depth top-1 rates, else the one rate whose tree has the measured accept length."""
+    warnings = [w for w in measured.warnings if not any(m in w for m in _CHAIN_STAND_IN_MARKERS)]
+    depth = get_tree_depth(shape)
+    if measured.per_position is not None:
+        if len(measured.per_position) < depth:
+            raise InputError(f"{measured.source}: {len(measured.per_position)} per-position rates cannot cover a tree "
+                             f"of depth {depth}")
+        warnings.append(f"{measured.source}: the chain's per-position rates are taken as the tree's top-1 rate per "
+                        "depth (other ranks: the geometric model)")
+        return None, tuple(measured.per_position[:depth]), warnings
+    on = measured_tree_shape(measured.conditions) or shape
+    fitted_on = "the tree it was measured with" if on is not shape else "the priced tree"
+    if on is shape and measured.conditions.get("shape") == "chain":
+        on = TreeShape(measured.k, 1, measured.k + 1)
+        fitted_on = f"its chain of {measured.k}"
+    try:
+        alpha = fit_alpha_to_accept_length(on, measured.expected_tokens)
+    except ValueError as exc:
+        raise InputError(f"{measured.source}: {exc}") from None
+    warnings.append(f"{measured.source}: accept length {measured.expected_tokens:.2f} fitted on {fitted_on} "
+                    f"({on.describe()}) as a top-1 rate of {alpha:.3f} per depth")
+    return (alpha,), None, warnings
+
+
+def check_tree_options(shape: TreeShape, drafter_kind: str, extra_draft_pass: bool, first_step_tokens: int) -> None:
+    if extra_draft_pass or first_step_tokens != 1:
+        raise InputError("a draft tree has no extra draft pass or two-token first step: leave those options off")
+    if drafter_kind == "medusa" and shape.static is None:
+        raise InputError("Medusa drafts a static tree: give --tree as a JSON list of paths (its medusa_choices)")
+
+
+def get_tree_k_values(shape: TreeShape, chosen: int | None, k_values) -> np.ndarray:
+    """Tree tokens to price: 0 (no speculation) and the shape's, or those asked for (each at most what the shape can
+    verify)."""
+    ks = {0, shape.tree_tokens} if k_values is None else set(k_values)
+    if chosen is not None:
+        ks.add(chosen)
+    top = max(ks)
+    if top > shape.max_tree_tokens:
+        raise InputError(f"{top} tree tokens: the {shape.describe()} verifies at most {shape.max_tree_tokens}")
+    return np.asarray(sorted(ks), dtype=np.int64)
+
+
+__all__ = ["resolve_tree", "resolve_tree_acceptance", "get_tree_expected_tokens", "get_tree_rank_rates",
+           "get_tree_k_values", "check_tree_options", "get_tree_depth", "measured_tree_shape"]
