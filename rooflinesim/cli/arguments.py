@@ -41,9 +41,15 @@ def add_workload_arguments(p: argparse.ArgumentParser) -> None:
 
 def add_speculation_arguments(p: argparse.ArgumentParser, alpha_list: bool = False) -> None:
     p.add_argument("--draft", default=None, help="draft model name, YAML or config.json (default llama-3.2-1b)")
-    p.add_argument("--drafter", default="model", choices=["model", "ngram", "head", "eagle", "medusa", "mtp"],
+    p.add_argument("--drafter", default="model", choices=["model", "ngram", "head", "eagle", "medusa", "mtp", "self"],
                    help="model: a separate draft model; ngram: model-free (free); eagle, medusa, mtp: self-drafting "
-                        "heads priced from their own ops; head: eagle-style with --head-layer-fraction")
+                        "heads priced from their own ops; head: eagle-style with --head-layer-fraction; self: the "
+                        "target drafts for itself (--draft-kv-budget, --draft-layer-fraction)")
+    p.add_argument("--draft-kv-budget", default=None, metavar="TOKENS",
+                   help="--drafter self: KV tokens a draft step reads (StreamingLLM / SnapKV draft cache, as in "
+                        "MagicDec and TriForce): min(context, budget)")
+    p.add_argument("--draft-layer-fraction", default=None, type=float,
+                   help="--drafter self: share of the target's layers a draft step runs (layer skip; default 1)")
     p.add_argument("--head-layer-fraction", type=float, default=1.0,
                    help="cost of one head draft step as a fraction of one target layer (--drafter head)")
     p.add_argument("--extra-draft-pass", action="store_true",
@@ -93,7 +99,8 @@ def _gib_to_bytes(value):
 def speculation_options(args) -> dict:
     return dict(draft=args.draft, drafter=args.drafter, head_layer_fraction=args.head_layer_fraction,
                 extra_draft_pass=args.extra_draft_pass, acceptance=args.acceptance, acceptance_k=args.acceptance_k,
-                draft_first_step_tokens=args.draft_first_step_tokens, tree=args.tree)
+                draft_first_step_tokens=args.draft_first_step_tokens, tree=args.tree,
+                draft_kv_budget=args.draft_kv_budget, draft_layer_fraction=args.draft_layer_fraction)
 
 
 def print_warnings(warnings, console=None) -> None:

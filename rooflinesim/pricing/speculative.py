@@ -21,7 +21,7 @@ from ..acceptance import expected_tokens_iid
 from ..scenario.builder import Scenario
 from ..ops.draft_heads import get_head_ops
 from ..ops.tree_attention import get_tree_mask_ops
-from ..scenario.drafting import get_tree_expected_tokens
+from ..scenario.drafting import get_self_draft_context, get_self_draft_model, get_tree_expected_tokens
 from ..ops.sections import get_acceptance_rule_ops, get_sampler_ops
 from ..step import StepCost, get_ops_time_s, get_ratio_rel_sigma, get_rel_sigma, get_workload_step
 from ..timing import Z90, TimingModel, get_op_time
@@ -76,6 +76,10 @@ def get_draft_step_time_s(scenario: Scenario, timing: TimingModel, batch, contex
                                      context_tokens, batch, logits_for_all_tokens=True).step_time_s
         return get_workload_step(scenario.hardware, drafter.model, scenario.draft_workload, new_tokens, timing,
                                  context_tokens, batch, logits_for_all_tokens=False).step_time_s
+    if drafter.kind == "self":  # the target's own layers (a share of them) over at most the KV budget
+        return get_workload_step(scenario.hardware, get_self_draft_model(scenario.model, drafter), scenario.workload,
+                                 tree_width, timing, get_self_draft_context(drafter, context_tokens), batch,
+                                 logits_for_all_tokens=tree_width > 1).step_time_s
     if tree_width > 1 and drafter.kind != "ngram":
         batch = np.asarray(batch) * tree_width
     if drafter.kind == "ngram":
@@ -181,7 +185,7 @@ def _interval(scenario: Scenario, decode: StepCost, verify: StepCost, k, draft, 
                                        context_tokens, batch)
         draft_families = {(family, f"draft:{name}"): t * (draft / draft_step.step_time_s)
                           for (family, name), t in draft_step.priced_time_s.items()}
-    elif drafter.kind == "head":  # a fraction of the target's layers: the target's family mix
+    elif drafter.kind in ("head", "self"):  # a fraction of the target's layers: the target's family mix
         draft_families = _scaled_families(decode_families, draft / decode.step_time_s)
     else:  # n-gram drafts are free
         draft_families = {}

@@ -30,7 +30,8 @@ from ..units import DEFAULT_QUANT_GROUP_SIZE, GIGA, format_count
 
 from ..acceptance.trees import TreeShape
 from .drafting import (
-    check_tree_options, get_tree_depth, get_tree_k_values, resolve_tree, resolve_tree_acceptance,
+    check_draft_context, check_self_options, check_tree_options, get_tree_depth, get_tree_k_values,
+    resolve_self_drafter, resolve_tree, resolve_tree_acceptance,
 )
 from .inputs import (
     DEFAULT_GPU_MEMORY_UTILIZATION, DEFAULT_HARDWARE, DEFAULT_HEAD_LAYER_FRACTION, DEFAULT_MEMORY_RESERVE_BYTES,
@@ -104,6 +105,8 @@ class Scenario:
             per_head = get_head_weight_bytes(kind, self.model, w)
             heads = np.maximum(np.asarray(k), 1) if kind == "medusa" else 1
             return replace(fit, weight_bytes=fit.weight_bytes + heads * per_head)
+        if self.drafter is not None and self.drafter.kind == "self":
+            return replace(fit, kv_cache_bytes=fit.kv_cache_bytes + get_self_draft_kv_bytes(self, b, s, q))
         if self.drafter is None or self.drafter.kind != "model":
             return fit
         d = self.draft_workload
@@ -120,6 +123,20 @@ class Scenario:
         free = one.capacity_bytes - one.weight_bytes
         fitting = np.floor(free / (one.kv_cache_bytes + one.activation_bytes))
         return np.clip(fitting, 0, float(1 << 53)).astype(np.int64)
+
+
+def get_self_draft_kv_bytes(scenario: Scenario, batch, context_tokens, new_tokens) -> np.ndarray:
+    """A self draft's own KV cache per device: none when it reads the target's cache (layer skip alone), else the
+    budget's tokens for its layers (SnapKV / TriForce keep the compressed cache apart; StreamingLLM's sink + window
+    could share the target's, so this is the conservative count). The weights are the target's: never counted."""
+    drafter, w = scenario.drafter, scenario.workload
+    if drafter.kv_budget_tokens is None:
+        return np.zeros(np.broadcast(np.asarray(batch), np.asarray(context_tokens)).shape)
+    from .drafting import get_self_draft_model
+
+    tokens = np.minimum(np.asarray(context_tokens, dtype=float) + new_tokens, drafter.kv_budget_tokens)
+    return get_kv_cache_bytes(get_self_draft_model(scenario.model, drafter), batch, tokens, w.kv_dtype,
+                              w.tensor_parallel)
 
 
 # --- checking user values ------------------------------------------------------------------------------------------
@@ -184,6 +201,8 @@ def build_scenario(
     acceptance_k=None,
     acceptance_as_iid: bool = False,
     tree=None,
+    draft_kv_budget=None,
+    draft_layer_fraction=None,
 ) -> Scenario:
     """Resolve every user input into one Scenario (see the module docstring).
 
@@ -201,6 +220,8 @@ def build_scenario(
     what memory fit and max batch may use: capacity x utilisation - reserve. `tree` drafts a tree instead of a chain
     ('steps,topk,num_draft_tokens' as SGLang's flags, a JSON list of Medusa paths, or a `TreeShape`): k then counts
     the tree's draft tokens, and the acceptance rates are its top-1 rates per depth (see `scenario.drafting`).
+    `drafter='self'` drafts with the target itself, reading at most `draft_kv_budget` KV tokens and/or running
+    `draft_layer_fraction` of its layers; its weights are the target's (counted once).
     """
     warnings: list[str] = []
     for name, flag in (("allow_long_context", allow_long_context), ("speculative", speculative),
@@ -251,7 +272,8 @@ def build_scenario(
     if speculative and tree_shape is not None:
         scenario = _with_tree(scenario, tree_shape, model_spec, hw_spec, workload, warnings, draft, drafter,
                               head_layer_fraction, draft_tp, alpha, alpha_per_position, acceptance, acceptance_k, k,
-                              k_values, bool(extra_draft_pass), batch_axis, context_axis)
+                              k_values, bool(extra_draft_pass), batch_axis, context_axis, draft_kv_budget,
+                              draft_layer_fraction, bool(allow_long_context))
     elif speculative:
         if acceptance is None:
             if acceptance_k is not None:
@@ -274,8 +296,9 @@ def build_scenario(
             raise InputError(f"k = {int(ks[-1])} drafts need {int(ks[-1])} per-position acceptance rates, got "
                              f"{acceptance.max_k}")
         _check_grid_size(batch_axis, context_axis, ks, len(acceptance.alphas or (0,)))
-        spec_drafter, draft_workload, drafter_warnings = resolve_drafter(
-            model_spec, hw_spec, workload, draft, drafter, head_layer_fraction, draft_tp)
+        spec_drafter, draft_workload, drafter_warnings = _resolve_drafter(
+            model_spec, hw_spec, workload, draft, drafter, head_layer_fraction, draft_tp, draft_kv_budget,
+            draft_layer_fraction, context_axis, allow_long_context)
         warnings += drafter_warnings
         if scenario.draft_first_step_tokens != 1 and spec_drafter.kind != "model":
             raise InputError(f"a first draft step of {scenario.draft_first_step_tokens} tokens needs a draft model, "
@@ -294,9 +317,25 @@ def build_scenario(
     return replace(scenario, warnings=tuple(dict.fromkeys(warnings)))
 
 
+def _resolve_drafter(model_spec, hw_spec, workload, draft, drafter, head_layer_fraction, draft_tp, draft_kv_budget,
+                     draft_layer_fraction, context_axis, allow_long_context):
+    """`resolve_drafter`, plus the self drafter and the draft model's own maximum context (`scenario.drafting`)."""
+    check_self_options(drafter, draft_kv_budget, draft_layer_fraction)
+    if drafter == "self":
+        if draft is not None:
+            raise InputError("--drafter self drafts with the target: --draft names a separate model")
+        return resolve_self_drafter(draft_kv_budget, draft_layer_fraction), None, []
+    spec_drafter, draft_workload, warnings = resolve_drafter(model_spec, hw_spec, workload, draft, drafter,
+                                                             head_layer_fraction, draft_tp)
+    if spec_drafter.kind == "model":
+        warnings = warnings + check_draft_context(spec_drafter.model, context_axis, allow_long_context)
+    return spec_drafter, draft_workload, warnings
+
+
 def _with_tree(scenario, shape, model_spec, hw_spec, workload, warnings, draft, drafter, head_layer_fraction,
                draft_tp, alpha, alpha_per_position, acceptance, acceptance_k, k, k_values, extra_draft_pass,
-               batch_axis, context_axis) -> Scenario:
+               batch_axis, context_axis, draft_kv_budget=None, draft_layer_fraction=None,
+               allow_long_context=False) -> Scenario:
     """The speculative part of a scenario that drafts a tree (see `scenario.drafting`); `warnings` is extended."""
     if acceptance is not None:
         if alpha is not None or alpha_per_position is not None:
@@ -322,8 +361,9 @@ def _with_tree(scenario, shape, model_spec, hw_spec, workload, warnings, draft, 
     ks = get_tree_k_values(shape, chosen, None if k_values is None else
                            [check_k(x) for x in _as_list(k_values)])
     _check_grid_size(batch_axis, context_axis, ks, len(resolved.alphas or (0,)))
-    spec_drafter, draft_workload, drafter_warnings = resolve_drafter(
-        model_spec, hw_spec, workload, draft, drafter, head_layer_fraction, draft_tp)
+    spec_drafter, draft_workload, drafter_warnings = _resolve_drafter(
+        model_spec, hw_spec, workload, draft, drafter, head_layer_fraction, draft_tp, draft_kv_budget,
+        draft_layer_fraction, context_axis, allow_long_context)
     warnings += drafter_warnings
     check_tree_options(shape, spec_drafter.kind, extra_draft_pass, scenario.draft_first_step_tokens)
     return replace(scenario, drafter=spec_drafter, draft_workload=draft_workload, acceptance=resolved, k_values=ks,

@@ -119,5 +119,63 @@ def get_tree_k_values(shape: TreeShape, chosen: int | None, k_values) -> np.ndar
     return np.asarray(sorted(ks), dtype=np.int64)
 
 
-__all__ = ["resolve_tree", "resolve_tree_acceptance", "get_tree_expected_tokens", "get_tree_rank_rates",
+def resolve_self_drafter(kv_budget, layer_fraction):
+    """`--drafter self`: the target drafts for itself, reading at most `kv_budget` KV tokens per sequence (a
+    StreamingLLM / SnapKV draft cache as in MagicDec and TriForce) and/or running `layer_fraction` of its layers
+    (layer-skip self-speculation: LayerSkip, Draft & Verify). One of the two must make the draft cheaper."""
+    from .inputs import Drafter, check_positive_int
+
+    budget = None if kv_budget is None else check_positive_int(kv_budget, "--draft-kv-budget", 1 << 30)
+    fraction = 1.0 if layer_fraction is None else layer_fraction
+    if isinstance(fraction, str):
+        try:
+            fraction = float(fraction)
+        except ValueError:
+            fraction = None
+    if not (isinstance(fraction, (int, float)) and not isinstance(fraction, bool) and 0 < fraction <= 1):
+        raise InputError(f"--draft-layer-fraction must be a number in (0, 1], got {layer_fraction!r}")
+    if budget is None and fraction == 1:
+        raise InputError("--drafter self drafts with the target itself: give --draft-kv-budget N (a bounded draft KV "
+                         "cache) and/or --draft-layer-fraction F (layer skip), or it costs a full target step")
+    return Drafter("self", kv_budget_tokens=budget, layer_fraction=float(fraction))
+
+
+def check_self_options(kind: str, kv_budget, layer_fraction) -> None:
+    if kind != "self" and (kv_budget is not None or layer_fraction is not None):
+        raise InputError("--draft-kv-budget and --draft-layer-fraction belong to --drafter self")
+
+
+def get_self_draft_model(target, drafter):
+    """The target's shapes with the draft's layers (model_copy skips validation on purpose: a view of the target)."""
+    layers = max(1, int(round(drafter.layer_fraction * target.num_layers)))
+    if layers == target.num_layers:
+        return target
+    moe = target.moe
+    if moe is not None and moe.first_dense_layers:
+        moe = moe.model_copy(update={"first_dense_layers": min(moe.first_dense_layers, layers)})
+    return target.model_copy(update={"num_layers": layers, "moe": moe})
+
+
+def get_self_draft_context(drafter, context_tokens):
+    """KV tokens a self draft step reads: min(context, budget)."""
+    context = np.asarray(context_tokens)
+    return context if drafter.kv_budget_tokens is None else np.minimum(context, drafter.kv_budget_tokens)
+
+
+def check_draft_context(draft_model, context_axis, allow_long_context: bool) -> list[str]:
+    """A draft model past its own maximum context: refused as the target is, or a warning with allow_long_context."""
+    too_long = context_axis[context_axis > draft_model.max_context_tokens]
+    if not too_long.size:
+        return []
+    from ..units import format_count
+
+    message = (f"context {format_count(int(too_long[-1]))} exceeds draft {draft_model.name}'s max context "
+               f"{format_count(draft_model.max_context_tokens)} tokens")
+    if not allow_long_context:
+        raise InputError(message + " (pass allow_long_context / --allow-long-context to model it anyway)")
+    return [message]
+
+
+__all__ = ["resolve_self_drafter", "check_self_options", "get_self_draft_model", "get_self_draft_context",
+           "check_draft_context", "resolve_tree", "resolve_tree_acceptance", "get_tree_expected_tokens", "get_tree_rank_rates",
            "get_tree_k_values", "check_tree_options", "get_tree_depth", "measured_tree_shape"]
