@@ -41,9 +41,9 @@ def add_workload_arguments(p: argparse.ArgumentParser) -> None:
 
 def add_speculation_arguments(p: argparse.ArgumentParser, alpha_list: bool = False) -> None:
     p.add_argument("--draft", default=None, help="draft model name, YAML or config.json (default llama-3.2-1b)")
-    p.add_argument("--drafter", default="model", choices=["model", "ngram", "head", "eagle", "medusa", "mtp", "self"],
-                   help="model: a separate draft model; ngram: model-free (free); eagle, medusa, mtp: self-drafting "
-                        "heads priced from their own ops; head: eagle-style with --head-layer-fraction; self: the "
+    p.add_argument("--drafter", default="model", choices=["model", "ngram", "head", "eagle", "eagle3", "medusa", "mtp", "self"],
+                   help="model: a separate draft model; ngram: model-free (free); eagle, eagle3, medusa, mtp: "
+                        "self-drafting heads priced from their own ops (eagle/eagle3: --draft the head's config.json); head: eagle-style with --head-layer-fraction; self: the "
                         "target drafts for itself (--draft-kv-budget, --draft-layer-fraction)")
     p.add_argument("--draft-kv-budget", default=None, metavar="TOKENS",
                    help="--drafter self: KV tokens a draft step reads (StreamingLLM / SnapKV draft cache, as in "

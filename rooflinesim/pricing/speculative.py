@@ -64,7 +64,7 @@ def get_speedup(expected_tokens, target_decode_time_s, speculative_step_time_s):
 
 
 def get_draft_step_time_s(scenario: Scenario, timing: TimingModel, batch, context_tokens, target_decode=None,
-                          new_tokens=1, tree_width=1):
+                          new_tokens=1, tree_width=1, first_step=False):
     """Time of one draft decode step per the drafter kind, at the given batch and context (arrays broadcast); a draft
     model's step may read `new_tokens` tokens (the first step of a loop that re-reads the last two committed ones).
     `tree_width`: tokens per sequence of a tree's draft step (each needs its logits, for its top-k children); a
@@ -88,7 +88,7 @@ def get_draft_step_time_s(scenario: Scenario, timing: TimingModel, batch, contex
     # residual block and its lm_head for a Medusa head), priced like any step; 'head' is the EAGLE-style preset
     kind = "eagle" if drafter.kind == "head" else drafter.kind
     w = scenario.workload
-    layer, rest = get_head_ops(kind, scenario.model, w, batch, context_tokens)
+    layer, rest = get_head_ops(kind, scenario.model, w, batch, context_tokens, drafter.head_config, first_step)
     if w.sampling:  # the head's draft token is sampled from its logits like a model's
         rest = rest + get_sampler_ops(scenario.model, batch)
     hw, dtype = scenario.hardware, w.activation_dtype
@@ -109,8 +109,10 @@ def get_tree_draft_times_s(scenario: Scenario, timing: TimingModel, batch, conte
         return one, one, one * len(widths)
     times = {w: get_draft_step_time_s(scenario, timing, batch, context_tokens, decode, tree_width=w)
              for w in set(widths)}
-    total = sum(times[w] for w in widths)
-    return times[widths[0]], times[max(widths)], total
+    first = get_draft_step_time_s(scenario, timing, batch, context_tokens, decode, tree_width=widths[0],
+                                  first_step=True)
+    total = first + sum(times[w] for w in widths[1:])
+    return first, times[max(widths)], total
 
 
 def get_tree_mask_time_s(scenario: Scenario, timing: TimingModel, batch, verify_tokens) -> np.ndarray:
@@ -235,7 +237,7 @@ def price_speculation(scenario: Scenario, batch=None, context_tokens=None, k=Non
     # the first of the k draft steps follows the target's verify (the target's weights went through the caches in
     # between); the next k - 1 follow a draft step, so the draft's own weights may still be cached
     cold = get_draft_step_time_s(scenario, draft_timing, batch, context_tokens, decode,
-                                 new_tokens=scenario.draft_first_step_tokens)
+                                 new_tokens=scenario.draft_first_step_tokens, first_step=True)
     warm = get_draft_step_time_s(scenario, scenario.timing, batch, context_tokens, decode)
     draft = (cold + np.maximum(k - 1, 0) * warm) / np.maximum(k, 1)
     tree = scenario.tree

@@ -31,7 +31,7 @@ from ..units import DEFAULT_QUANT_GROUP_SIZE, GIGA, format_count
 from ..acceptance.trees import TreeShape
 from .drafting import (
     check_draft_context, check_self_options, check_tree_options, get_tree_depth, get_tree_k_values,
-    resolve_self_drafter, resolve_tree, resolve_tree_acceptance,
+    resolve_head_drafter, resolve_self_drafter, resolve_tree, resolve_tree_acceptance,
 )
 from .inputs import (
     DEFAULT_GPU_MEMORY_UTILIZATION, DEFAULT_HARDWARE, DEFAULT_HEAD_LAYER_FRACTION, DEFAULT_MEMORY_RESERVE_BYTES,
@@ -102,7 +102,7 @@ class Scenario:
         if self.drafter is not None and self.drafter.kind in HEAD_KINDS + ("head",):
             # a head's own weights (a Medusa head each per draft position); its one layer's KV cache is left out
             kind = "eagle" if self.drafter.kind == "head" else self.drafter.kind
-            per_head = get_head_weight_bytes(kind, self.model, w)
+            per_head = get_head_weight_bytes(kind, self.model, w, head=self.drafter.head_config)
             heads = np.maximum(np.asarray(k), 1) if kind == "medusa" else 1
             return replace(fit, weight_bytes=fit.weight_bytes + heads * per_head)
         if self.drafter is not None and self.drafter.kind == "self":
@@ -325,6 +325,9 @@ def _resolve_drafter(model_spec, hw_spec, workload, draft, drafter, head_layer_f
         if draft is not None:
             raise InputError("--drafter self drafts with the target: --draft names a separate model")
         return resolve_self_drafter(draft_kv_budget, draft_layer_fraction), None, []
+    if drafter in ("eagle", "eagle3") and draft is not None:
+        spec_drafter, warnings = resolve_head_drafter(drafter, draft, head_layer_fraction)
+        return spec_drafter, None, warnings
     spec_drafter, draft_workload, warnings = resolve_drafter(model_spec, hw_spec, workload, draft, drafter,
                                                              head_layer_fraction, draft_tp)
     if spec_drafter.kind == "model":

@@ -162,6 +162,64 @@ def get_self_draft_context(drafter, context_tokens):
     return context if drafter.kv_budget_tokens is None else np.minimum(context, drafter.kv_budget_tokens)
 
 
+def read_head_config(path) -> "HeadConfig":
+    """An EAGLE-3 head's config.json (LlamaForCausalLMEagle3, as SGLang and vLLM load it): num_hidden_layers,
+    draft_vocab_size (None there: the target's vocabulary), hidden_size, intermediate_size, attention heads."""
+    import json
+    from pathlib import Path
+
+    from ..ops.draft_heads import HeadConfig
+
+    try:
+        data = json.loads(Path(path).read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise InputError(f"cannot read the head config {str(path)!r}: {exc}") from None
+    if not isinstance(data, dict):
+        raise InputError(f"{path}: a head config.json is a JSON object")
+
+    def count(key, default=None):
+        value = data.get(key, default)
+        if value is None:
+            return None
+        if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
+            raise InputError(f"{path}: {key} must be a positive integer, got {value!r}")
+        return value
+
+    return HeadConfig(num_layers=count("num_hidden_layers", 1), draft_vocab_size=count("draft_vocab_size"),
+                      hidden_size=count("hidden_size"), intermediate_size=count("intermediate_size"),
+                      num_attention_heads=count("num_attention_heads"), num_kv_heads=count("num_key_value_heads"),
+                      source=str(path))
+
+
+def resolve_head_drafter(kind: str, draft, head_layer_fraction) -> tuple[object, list[str]]:
+    """An EAGLE head given with --draft CONFIG.json: read its shapes; a config that states draft_vocab_size or an
+    Eagle3 architecture is an EAGLE-3 head whatever --drafter said (with a warning when it said eagle)."""
+    import json
+    from pathlib import Path
+
+    from .inputs import Drafter
+
+    if kind not in ("eagle", "eagle3"):
+        raise InputError(f"--draft names a draft model or an EAGLE head's config.json; a {kind} drafter takes none")
+    path = Path(str(draft))
+    if path.suffix.lower() != ".json" or not path.exists():
+        raise InputError(f"--drafter {kind}: --draft must be the head's config.json, got {str(draft)!r}")
+    head = read_head_config(path)
+    warnings = []
+    try:
+        architectures = json.loads(path.read_text(encoding="utf-8")).get("architectures") or []
+    except (AttributeError, json.JSONDecodeError):
+        architectures = []
+    eagle3 = head.draft_vocab_size is not None or any("Eagle3" in str(a) for a in architectures)
+    if kind == "eagle" and eagle3:
+        warnings.append(f"{path}: an EAGLE-3 head (draft_vocab_size / Eagle3 architecture): priced as --drafter eagle3")
+        kind = "eagle3"
+    if kind == "eagle" and head.num_layers != 1:
+        warnings.append(f"{path}: {head.num_layers} layers; an EAGLE-1/2 head is priced as one layer times "
+                        "--head-layer-fraction")
+    return Drafter(kind, head_layer_fraction=float(head_layer_fraction), head_config=head), warnings
+
+
 def check_draft_context(draft_model, context_axis, allow_long_context: bool) -> list[str]:
     """A draft model past its own maximum context: refused as the target is, or a warning with allow_long_context."""
     too_long = context_axis[context_axis > draft_model.max_context_tokens]
@@ -176,6 +234,6 @@ def check_draft_context(draft_model, context_axis, allow_long_context: bool) -> 
     return [message]
 
 
-__all__ = ["resolve_self_drafter", "check_self_options", "get_self_draft_model", "get_self_draft_context",
+__all__ = ["read_head_config", "resolve_head_drafter", "resolve_self_drafter", "check_self_options", "get_self_draft_model", "get_self_draft_context",
            "check_draft_context", "resolve_tree", "resolve_tree_acceptance", "get_tree_expected_tokens", "get_tree_rank_rates",
            "get_tree_k_values", "check_tree_options", "get_tree_depth", "measured_tree_shape"]

@@ -32,7 +32,7 @@ MAX_K = 16
 MAX_K_LIMIT = 64
 #: an EAGLE/Medusa-style head costs about one decoder layer per draft token (see `Drafter`)
 DEFAULT_HEAD_LAYER_FRACTION = 1.0
-DRAFTER_KINDS = ("model", "ngram", "head", "eagle", "medusa", "mtp", "self")
+DRAFTER_KINDS = ("model", "ngram", "head", "eagle", "eagle3", "medusa", "mtp", "self")
 FLOAT_DTYPES = ("fp32", "bf16", "fp16")
 QUANTISED_WEIGHT_DTYPES = ("int8", "int4", "fp8")
 #: sanity limits of the axes: far above any real deployment, low enough that arithmetic stays exact and bounded.
@@ -72,6 +72,8 @@ class Drafter:
     #: (StreamingLLM / SnapKV budget; None: the whole context) and the share of the target's layers they run
     kv_budget_tokens: int | None = None
     layer_fraction: float = 1.0
+    #: an EAGLE-3 head's own shapes from its config.json (`ops.draft_heads.HeadConfig`; None: the defaults)
+    head_config: object | None = None
 
     @property
     def name(self) -> str:
