@@ -184,6 +184,9 @@ def cmd_plot(args) -> int:
     if args.allow_long_context:  # only when asked: the speedup map's own default already allows long contexts
         options["allow_long_context"] = True
     speculation = dict(draft=args.draft, drafter=args.drafter)
+    for key in ("tree", "draft_kv_budget", "draft_layer_fraction"):  # only when given: build_scenario's defaults
+        if getattr(args, key) is not None:
+            speculation[key] = getattr(args, key)
     alphas = parse_float_list(args.alpha, "acceptance rate") if args.alpha else None
     if args.acceptance is not None and args.alpha:
         raise InputError("give --acceptance or --alpha, not both")
@@ -195,13 +198,21 @@ def cmd_plot(args) -> int:
         from ..serve import LengthDistribution, parse_policies
         from ..serve.rates import WorkloadSpec, parse_rates
 
-        scenario = plots.get_scenario(args.hw, args.model, draft=args.draft, drafter=args.drafter,
-                                      alpha=alphas[0] if alphas else None, **deployment_options(args))
+        from ..serve.engine import get_policy_k_bound
+        from ..serve.rates import parse_concurrencies
+
+        scenario = plots.get_scenario(args.hw, args.model, alpha=alphas[0] if alphas else None,
+                                      **{**speculation, "k_values": [0]}, **deployment_options(args))
         workload = WorkloadSpec(LengthDistribution.parse("1024", "prompt"), LengthDistribution.parse("128", "output"),
                                 requests=args.requests)
-        fig = plots.plot_serve(scenario, rates=parse_rates(args.rate or "1..32"),
-                               policies=[p.name for p in parse_policies(args.policy or "off,fixed:4,dynamic")],
-                               workload=workload)
+        if args.concurrency is not None and args.rate is not None:
+            raise InputError("give --rate (open loop) or --concurrency (closed loop), not both")
+        policies = [p.name for p in parse_policies(args.policy or "off,fixed:4,dynamic", get_policy_k_bound(scenario))]
+        if args.baseline not in policies:
+            raise InputError(f"--baseline {args.baseline} is none of the policies ({', '.join(policies)})")
+        fig = plots.plot_serve(scenario, rates=parse_rates(args.rate or "1..32"), policies=policies, workload=workload,
+                               concurrencies=None if args.concurrency is None else
+                               parse_concurrencies(args.concurrency), baseline=args.baseline)
     elif args.kind == "validation":
         if not args.report:
             raise InputError("plot validation needs --report FILE (a JSON written by 'rooflinesim validate')")
