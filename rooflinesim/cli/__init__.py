@@ -81,7 +81,14 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--calibration", help="measured profile YAML to apply to --hw (roofline: also draws its ceilings)")
     p.add_argument("--model", default="llama-3.1-8b", help="model name, YAML path or HF config.json (default llama-3.1-8b)")
     p.add_argument("--draft", default=None, help="draft model (speedup, k; default llama-3.2-1b)")
-    p.add_argument("--drafter", default="model", choices=["model", "ngram", "head", "eagle", "medusa", "mtp"], help="drafter kind (speedup, k)")
+    p.add_argument("--drafter", default="model", choices=["model", "ngram", "head", "eagle", "eagle3", "medusa", "mtp",
+                                                          "self"], help="drafter kind (speedup, k, serve)")
+    p.add_argument("--tree", default=None, help="draft tree: steps,topk,num_draft_tokens or JSON paths (speedup, k, "
+                                                "serve); k then counts tree tokens")
+    p.add_argument("--draft-kv-budget", default=None, help="--drafter self: KV tokens a draft step reads")
+    p.add_argument("--draft-layer-fraction", default=None, type=float, help="--drafter self: share of the layers")
+    p.add_argument("--concurrency", default=None, help="serve: closed-loop clients instead of --rate, 1..64")
+    p.add_argument("--baseline", default="off", help="serve: the policy crossovers are drawn against (default off)")
     add_deployment_arguments(p)
     p.add_argument("--alpha", default=None, help="acceptance rate(s): speedup takes one (default 0.8), "
                                                  "k several (default 0.6,0.7,0.8,0.9)")
