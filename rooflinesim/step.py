@@ -225,23 +225,6 @@ def get_memory_fit(
     )
 
 
-def get_max_batch(
-    hw: HardwareSpec, model: ModelSpec, context_tokens, new_tokens, weight_dtype, kv_dtype, activation_dtype,
-    attention: str = "flash", tensor_parallel: int = 1, quant_group_size: int = DEFAULT_QUANT_GROUP_SIZE,
-) -> np.ndarray:
-    """Largest batch whose weights + KV cache + activations fit (0 when even one sequence does not).
-
-    Memory is linear in the batch, so this is the closed form floor((capacity - weights) / bytes per sequence).
-    """
-    per_sequence = get_memory_fit(
-        hw, model, 1, context_tokens, new_tokens, weight_dtype, kv_dtype, activation_dtype, attention,
-        tensor_parallel, quant_group_size,
-    )
-    free = hw.memory_capacity_bytes - per_sequence.weight_bytes
-    per_seq_bytes = per_sequence.kv_cache_bytes + per_sequence.activation_bytes
-    return np.maximum(np.floor(free / per_seq_bytes), 0).astype(np.int64)
-
-
 def get_workload_step(hw, model, workload: Workload, new_tokens, timing, context_tokens=None, batch=None,
                       logits_for_all_tokens=True) -> StepCost:
     """The step model for this workload's dtypes and attention mode, at any (batch, context, new tokens) grid."""

@@ -17,7 +17,9 @@ from rooflinesim.calibrate.reference.acceptance_models import (
     VOCAB, corpus, hf_config, train_checkpoint, trained_pair, write_prompts,
 )
 from rooflinesim.acceptance.sources import load_acceptance  # noqa: E402
-from rooflinesim.calibrate.measure.acceptance_measure import MeasureSettings, load_pair, measure_acceptance, speculative_decode
+from rooflinesim.calibrate.measure.acceptance_measure import (
+    MeasureSettings, load_pair, measure_acceptance, speculative_decode,
+)
 from rooflinesim.calibrate.reference.hf_checkpoint import (
     _hf_to_interleaved, load_hf_decoder, rope_inverse_frequencies, set_rope_tables,
 )
@@ -110,6 +112,24 @@ def test_exact_rule_keeps_the_target_distribution(pair):
     observed = np.append(counts[big], counts[~big].sum())
     wanted = np.append(expected[big], expected[~big].sum())
     assert stats.chisquare(observed, wanted).pvalue > 1e-3
+
+
+def test_acceptance_measure_runs_the_rule_calibration_times(pair, monkeypatch):
+    """One exact-rule implementation: `acceptance measure` decides every step with `sampling.exact_rule`, the rule the
+    measured loops run and calibration's `accept_rule` benchmark times (it had its own per-token copy)."""
+    from rooflinesim.calibrate.measure import acceptance_measure
+    from rooflinesim.calibrate.reference import sampling
+
+    calls = []
+
+    def counted(*args, **kwargs):
+        calls.append(args[2].shape)
+        return sampling.exact_rule(*args, **kwargs)
+
+    monkeypatch.setattr(acceptance_measure, "exact_rule", counted)
+    target, draft, prompts = pair
+    m = measure_acceptance(target, draft, prompts, MeasureSettings(k=3, temperature=1.0, new_tokens=8, seed=0))
+    assert len(calls) == m.n_drafts and all(shape == (1, 3) for shape in calls)  # n_drafts: steps counted
 
 
 def test_measure_cli_json_feeds_predict(pair, tmp_path, capsys):

@@ -9,12 +9,12 @@ from hypothesis import strategies as st
 
 import rooflinesim
 from rooflinesim import load_hardware, load_model
-from rooflinesim.acceptance import expected_tokens_iid, leviathan_walltime_improvement
+from rooflinesim.acceptance import (
+    expected_tokens_iid, expected_tokens_per_position, get_expected_tokens, leviathan_walltime_improvement,
+)
 from rooflinesim.cli import main
 from rooflinesim.scenario.builder import build_scenario
-from rooflinesim.pricing.speculative import (
-    get_expected_tokens, get_speculative_step_time_s, get_speedup, price_speculation,
-)
+from rooflinesim.pricing.speculative import get_speculative_step_time_s, get_speedup, price_speculation
 from rooflinesim.pricing.sweep import SweepResult, sweep
 
 from .strategies import acceptance_alphas, batches, contexts
@@ -95,6 +95,24 @@ def test_per_position_acceptance():
     p = rooflinesim.predict(alpha_per_position=rates).to_dict()["speculative"]
     assert [row["k"] for row in p["speedup_by_k"]] == [0, 1, 2, 3]
     assert p["expected_tokens"] == pytest.approx(e[p["k"]])
+
+
+@settings(max_examples=50, deadline=None)
+@given(st.lists(st.floats(0.0, 1.0), min_size=1, max_size=12), st.integers(0, 15))
+def test_one_expected_tokens_function(rates, k):
+    """E(k) has one definition: from per-position rates it is the closed form of the rates' first min(k, len) entries;
+    at equal rates it is the i.i.d. form; a measured acceptance's E-by-k table reads the same function."""
+    from rooflinesim.acceptance.measured import from_position_counts
+
+    e = float(get_expected_tokens(k, alpha_per_position=rates))
+    prefix = rates[:min(k, len(rates))]
+    assert e == (1.0 if not prefix else pytest.approx(float(expected_tokens_per_position(prefix)), rel=1e-12))
+    same = float(get_expected_tokens(min(k, len(rates)), alpha_per_position=[rates[0]] * len(rates)))
+    assert same == pytest.approx(float(expected_tokens_iid(rates[0], min(k, len(rates)))), rel=1e-9)
+    reached = [30, 20, 10]
+    m = from_position_counts("test", "test", 40, reached)
+    for row in m.expected_tokens_by_k():
+        assert row["expected_tokens"] == float(get_expected_tokens(row["k"], None, m.per_position))
 
 
 def test_drafter_kinds_order_by_cost():

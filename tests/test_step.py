@@ -8,7 +8,8 @@ from hypothesis import strategies as st
 from rooflinesim import load_hardware, load_model
 from rooflinesim.ops.step_ops import _linear
 from rooflinesim.timing import DatasheetTiming
-from rooflinesim.step import get_max_batch, get_memory_fit, get_step_cost
+from rooflinesim.scenario.builder import build_scenario
+from rooflinesim.step import get_memory_fit, get_step_cost
 
 from .strategies import batches, contexts, hardware_names, model_names, workloads
 
@@ -56,7 +57,8 @@ def test_memory_fit_and_max_batch_by_hand():
     # KV: 2 (K,V) x 32 layers x 8 KV heads x 128 dims x 2 bytes = 131072 B per token
     assert float(fit.kv_cache_bytes) == 8 * 32769 * 131072
     assert fit.weight_bytes == pytest.approx(16.06e9, rel=1e-3)
-    max_batch = int(get_max_batch(hw, model, 32768, 1, "bf16", "bf16", "bf16"))
+    whole = build_scenario(hw, model, 8, 32768, speculative=False, gpu_memory_utilization=1.0, memory_reserve_bytes=0)
+    max_batch = int(whole.get_max_batch()[0])
     assert bool(get_memory_fit(hw, model, max_batch, 32768, 1, "bf16", "bf16", "bf16").fits_in_memory)
     assert not bool(get_memory_fit(hw, model, max_batch + 1, 32768, 1, "bf16", "bf16", "bf16").fits_in_memory)
     assert max_batch == 16  # the whole 80 GiB: (85.90e9 - 16.06e9) / (32769 x 131072 + activations) = 16.26
@@ -64,7 +66,7 @@ def test_memory_fit_and_max_batch_by_hand():
 
 def test_model_that_cannot_fit_has_max_batch_zero():
     hw, model = load_hardware("l4"), load_model("llama-2-70b")
-    assert int(get_max_batch(hw, model, 4096, 1, "bf16", "bf16", "bf16")) == 0
+    assert int(build_scenario(hw, model, 1, 4096, speculative=False).get_max_batch()[0]) == 0
     assert not bool(get_memory_fit(hw, model, 1, 4096, 1, "bf16", "bf16", "bf16").fits_in_memory)
 
 

@@ -43,6 +43,7 @@ from __future__ import annotations
 from .closed_form import (
     alpha_from_expected_tokens_iid, committed_tokens_distribution, draft_acceptance_rate,
     draft_acceptance_rate_from_mean_acceptance_length, expected_tokens_iid, expected_tokens_per_position,
+    get_expected_tokens,
     leviathan_arithmetic_operations_factor, leviathan_walltime_improvement, mean_acceptance_length,
     mean_acceptance_length_from_draft_acceptance_rate,
 )
@@ -60,6 +61,7 @@ from .synthetic import synthetic_distributions, synthetic_logit_pair
 
 __all__ = [
     # 1. closed forms
+    "get_expected_tokens",
     "expected_tokens_iid",
     "expected_tokens_per_position",
     "committed_tokens_distribution",

@@ -20,6 +20,7 @@ import numpy as np
 from ._checks import _as_nonnegative_int, _as_probability, _scalar_or_array
 
 __all__ = [
+    "get_expected_tokens",
     "expected_tokens_iid",
     "expected_tokens_per_position",
     "committed_tokens_distribution",
@@ -88,8 +89,29 @@ def expected_tokens_per_position(alphas):
     a = _as_probability(alphas, "alphas")
     if a.ndim == 0:
         raise ValueError("alphas needs a last axis of length k (use expected_tokens_iid for a scalar)")
-    out = 1.0 + np.cumprod(a, axis=-1).sum(axis=-1)
-    return _scalar_or_array(np.asarray(out))
+    return _scalar_or_array(np.asarray(_expected_tokens_by_prefix(a)[..., -1]))
+
+
+def _expected_tokens_by_prefix(rates: np.ndarray) -> np.ndarray:
+    """Conditional rates [..., k] -> E[committed tokens] at k' = 0..k [..., k + 1]:
+    ``1 + sum_{i<=k'} prod_{j<=i} a_j``."""
+    ones = np.ones(rates.shape[:-1] + (1,))
+    return np.concatenate([ones, 1.0 + np.cumsum(np.cumprod(rates, axis=-1), axis=-1)], axis=-1)
+
+
+def get_expected_tokens(k, alpha=None, alpha_per_position=None) -> np.ndarray:
+    """E[committed tokens per step] at draft lengths ``k`` (array): the one function pricing, serving, engine configs
+    and measured-acceptance reports use.
+
+    From the i.i.d. rate ``alpha`` (:func:`expected_tokens_iid`) when ``alpha_per_position`` is None, else from the
+    conditional per-position rates (1-D; a ``k`` beyond their length uses all of them, as a drafter proposes at most
+    that many). Returns floats shaped like ``k`` (broadcast with ``alpha``).
+    """
+    k = np.asarray(k)
+    if alpha_per_position is None:
+        return np.asarray(expected_tokens_iid(alpha, k), dtype=float)
+    by_prefix = _expected_tokens_by_prefix(np.asarray(alpha_per_position, dtype=float))
+    return by_prefix[np.minimum(k, by_prefix.size - 1)]
 
 
 def committed_tokens_distribution(alphas):

@@ -22,7 +22,9 @@ import numpy as np
 from scipy import stats
 
 from ..errors import InputError
-from .closed_form import alpha_from_expected_tokens_iid, committed_tokens_distribution, expected_tokens_iid
+from .closed_form import (
+    alpha_from_expected_tokens_iid, committed_tokens_distribution, expected_tokens_iid, get_expected_tokens,
+)
 
 #: two-sided confidence level of every interval reported
 CONFIDENCE = 0.95
@@ -80,7 +82,7 @@ class MeasuredAcceptance:
         rows = []
         for kk in range(max_k + 1):
             if self.per_position is not None and kk <= self.k:
-                e = 1.0 + float(np.cumprod(self.per_position[:kk]).sum()) if kk else 1.0
+                e = float(get_expected_tokens(kk, None, self.per_position))
                 basis = "measured"
             else:
                 e = float(expected_tokens_iid(self.iid_alpha, kk))

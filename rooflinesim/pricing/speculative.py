@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from ..acceptance import expected_tokens_iid
+from ..acceptance.closed_form import get_expected_tokens
 from ..scenario.builder import Scenario
 from ..ops.draft_heads import get_head_ops
 from ..ops.tree_attention import get_tree_mask_ops
@@ -25,16 +25,6 @@ from ..scenario.drafting import get_self_draft_context, get_self_draft_model, ge
 from ..ops.sections import get_acceptance_rule_ops, get_sampler_ops
 from ..step import StepCost, get_ops_time_s, get_ratio_rel_sigma, get_rel_sigma, get_workload_step
 from ..timing import Z90, TimingModel, get_op_time
-
-
-def get_expected_tokens(k, alpha=None, alpha_per_position=None) -> np.ndarray:
-    """E[committed tokens per step] for draft lengths k (array), from i.i.d. alpha or per-position rates."""
-    k = np.asarray(k)
-    if alpha_per_position is None:
-        return np.asarray(expected_tokens_iid(alpha, k), dtype=float)
-    rates = np.asarray(alpha_per_position, dtype=float)
-    cumulative = np.concatenate([[1.0], 1.0 + np.cumsum(np.cumprod(rates))])  # E for k = 0..len
-    return cumulative[np.minimum(k, rates.size)]
 
 
 def get_all_accepted_probability(k, alpha=None, alpha_per_position=None):

@@ -117,8 +117,12 @@ class Scenario:
                          fit.capacity_bytes)
 
     def get_max_batch(self, context_tokens=None, k=0) -> np.ndarray:
-        """Largest batch that fits (0 when even one sequence does not): memory is linear in the batch. Capped at
-        2**53 (the largest exact float count), so an absurd capacity cannot wrap around in the int64 cast."""
+        """The one max-batch function: the largest batch whose memory fit (`get_memory_fit`: weights, KV cache for
+        S + k + 1 positions, the verify step's activations, a draft's weights and cache) stays within the *usable*
+        memory (`usable_memory_bytes`: capacity x gpu_memory_utilization - memory_reserve_bytes), 0 when even one
+        sequence does not fit. The whole device is `gpu_memory_utilization=1.0, memory_reserve_bytes=0`. Memory is
+        linear in the batch, so this is floor((usable - weights) / bytes per sequence), capped at 2**53 (the largest
+        exact float count) so an absurd capacity cannot wrap around in the int64 cast."""
         one = self.get_memory_fit(1, context_tokens, k)
         free = one.capacity_bytes - one.weight_bytes
         fitting = np.floor(free / (one.kv_cache_bytes + one.activation_bytes))

@@ -30,7 +30,8 @@ import json
 import numpy as np
 
 from ..scenario.builder import Scenario
-from ..pricing.speculative import get_expected_tokens, price_speculation
+from ..acceptance.closed_form import get_expected_tokens
+from ..pricing.speculative import price_speculation
 from ..errors import InputError
 from ..units import MILLI
 

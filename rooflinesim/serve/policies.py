@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from ..acceptance import expected_tokens_iid
+from ..acceptance.closed_form import get_expected_tokens
 from ..scenario.inputs import MAX_K_LIMIT, check_k, check_positive_int
 from ..errors import InputError
 
@@ -121,7 +121,7 @@ class AdaptivePolicy(DynamicPolicy):
         return self.accepted / self.attempted
 
     def get_expected_tokens(self, pricer) -> np.ndarray:
-        return np.asarray(expected_tokens_iid(self.alpha_estimate, np.arange(self.max_k + 1)), dtype=float)
+        return get_expected_tokens(np.arange(self.max_k + 1), self.alpha_estimate)
 
     def choose_k(self, batch, context_tokens, pricer) -> int:
         # the estimate moves every step: re-decide from the cached step times (the argmax is over max_k + 1 values)

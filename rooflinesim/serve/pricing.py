@@ -34,7 +34,8 @@ import numpy as np
 
 from ..ops.op_cost import ATTENTION_KINDS
 from ..scenario.builder import Scenario
-from ..pricing.speculative import get_expected_tokens, price_speculation
+from ..acceptance.closed_form import get_expected_tokens
+from ..pricing.speculative import price_speculation
 from ..scenario.drafting import get_tree_expected_tokens
 from ..step import get_workload_step
 

@@ -6,7 +6,9 @@ time, the target scores them in one forward pass of k + 1 positions, and the exa
 Chen et al. (2023) decides: draft i is accepted with probability min(1, p(x) / q(x)); at the first rejection a token
 is drawn from norm(max(p - q, 0)); when all k are accepted a bonus token is drawn from the target's last position.
 At temperature 0 both models are greedy and a draft is accepted when it equals the target's argmax. The output keeps
-the target's distribution exactly, so what is measured is what an engine with the same rule would see.
+the target's distribution exactly, so what is measured is what an engine with the same rule would see. The rule and
+the sampler are `calibrate.reference.sampling`'s, the ones the measured loops run and calibration times (the
+profile's `sample` and `accept_rule` fits).
 
 Counts per step (how many leading drafts were accepted) give the per-position conditional acceptance with exact
 intervals, E by k and the distribution of committed tokens (`acceptance.measured.from_position_counts`).
@@ -23,7 +25,7 @@ import torch
 from ...acceptance.measured import MeasuredAcceptance, from_position_counts
 from ...errors import InputError
 from ..reference.hf_checkpoint import load_hf_decoder, set_rope_tables
-from ..reference.sampling import probabilities
+from ..reference.sampling import exact_rule, probabilities, sample
 
 #: a prompts file line of integers separated by spaces or commas is read as token ids
 MAX_PROMPTS = 10_000
@@ -75,10 +77,6 @@ def _tokenize(lines, path: Path, target_dir) -> list[list[int]]:
     return [tokenizer.encode(line).ids for _, line in lines]
 
 
-def _sample(probs: torch.Tensor, generator: torch.Generator) -> int:
-    return int(torch.multinomial(probs, 1, generator=generator).item())
-
-
 @torch.no_grad()
 def speculative_decode(target, draft, prompt: list[int], s: MeasureSettings,
                        generator: torch.Generator) -> tuple[list[int], list[int]]:
@@ -98,26 +96,16 @@ def speculative_decode(target, draft, prompt: list[int], s: MeasureSettings,
         for _ in range(s.k):
             logits = draft(torch.tensor([feed]), torch.tensor([at]), at + len(feed))[0, -1, :vocab]
             q = probabilities(logits, s.temperature)
-            drafts.append(_sample(q, generator))
+            drafts.append(int(sample(q, generator)))
             q_rows.append(q)
             at, feed = at + len(feed), [drafts[-1]]
         verify = seq[target_valid:] + drafts
         logits = target(torch.tensor([verify]), torch.tensor([target_valid]), target_valid + len(verify))
         p_rows = probabilities(logits[0, -(s.k + 1):, :vocab], s.temperature)
-        n, next_token = 0, None
-        for i, token in enumerate(drafts):
-            p, q = p_rows[i], q_rows[i]
-            if s.temperature == 0.0:
-                ok = bool(p[token] > 0)  # greedy: the draft equals the target's argmax
-            else:  # accept with probability min(1, p / q)
-                ok = bool(torch.rand((), generator=generator, dtype=torch.float64) * q[token] < p[token])
-            if not ok:
-                residual = torch.clamp(p - q, min=0.0)
-                next_token = _sample(residual if residual.sum() > 0 else p, generator)
-                break
-            n += 1
-        if next_token is None:  # all k accepted: the bonus token from the target's last position
-            next_token = _sample(p_rows[s.k], generator)
+        # the rule the measured loops run and calibration times (at T = 0 the one-hot rows make it greedy)
+        accepted, corrected = exact_rule(p_rows[None], torch.stack(q_rows)[None],
+                                         torch.tensor([drafts], device=p_rows.device), generator)
+        n, next_token = int(accepted[0]), int(corrected[0])
         accepted_per_step.append(n)
         produced += n + 1
         committed_before = len(seq)
@@ -177,7 +165,7 @@ def measure_acceptance(target_dir, draft_dir, prompts_file, settings: MeasureSet
                         "shared ids are compared")
     if max(max(p) for p in prompts) >= vocab:
         raise InputError(f"{prompts_file}: a token id is outside the shared vocabulary of {vocab}")
-    generator = torch.Generator().manual_seed(settings.seed)
+    generator = torch.Generator(device=device).manual_seed(settings.seed)
     steps: list[int] = []
     began = time.perf_counter()
     for i, prompt in enumerate(prompts):

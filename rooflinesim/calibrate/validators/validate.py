@@ -36,7 +36,8 @@ import torch
 from ...specs.registry import load_hardware, load_model
 from ...scenario.builder import Scenario, build_scenario
 from ...errors import InputError
-from ...pricing.speculative import get_expected_tokens, get_interval, price_speculation
+from ...acceptance.closed_form import get_expected_tokens
+from ...pricing.speculative import get_interval, price_speculation
 from ...step import get_workload_step
 from ...timing import DatasheetTiming
 from ..reference import model as M
