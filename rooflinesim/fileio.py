@@ -1,4 +1,12 @@
-"""Writing files the tool produces: never half-written, and the target checked before any long work starts.
+"""Reading the files a user gives and writing the files the tool produces.
+
+Reading (`read_text_limited`): every file input (traces, engine logs and metrics, specs, profiles, reports,
+checkpoint configs) is read through one helper that refuses, with one line naming the file, what is not a regular
+file (a folder, a character or block device such as /dev/zero, a FIFO, a socket) before opening it, a file larger
+than a byte limit, a line longer than a line-length limit, and text that is not UTF-8. So no input can make the tool
+read forever (/dev/zero, a FIFO nobody writes to) or hold gigabytes in memory.
+
+Writing: never half-written, and the target checked before any long work starts.
 
 Every file goes to a temporary sibling, is flushed and fsynced, then renamed over the target (`os.replace` is atomic
 on POSIX and Windows), so a crash, a full disk or Ctrl-C leaves the old file or none, never a truncated one.
@@ -7,12 +15,15 @@ on POSIX and Windows), so a crash, a full disk or Ctrl-C leaves the old file or 
 from __future__ import annotations
 
 import contextlib
+import errno
 import os
+import stat
 import tempfile
 from pathlib import Path
 from typing import IO, Iterator
 
 from .errors import InputError
+from .units import MIB
 
 
 def check_output_path(path: str | Path, what: str = "output", suffixes: tuple[str, ...] = (),
@@ -111,4 +122,98 @@ def write_bytes_atomic(path: str | Path, data: bytes) -> Path:
     return path
 
 
-__all__ = ["check_output_path", "check_output_dir", "open_atomic", "write_text_atomic", "write_bytes_atomic"]
+#: the default limits of `read_text_limited`: no input the tool reads is larger or has longer lines
+MAX_INPUT_BYTES = 64 * MIB
+MAX_LINE_CHARS = MIB
+
+_SPECIAL_KINDS = ((stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"), (stat.S_ISFIFO, "a FIFO"),
+                  (stat.S_ISSOCK, "a socket"))
+
+
+class FileInputError(InputError):
+    """A file input refused by `read_text_limited`: `what` (the role of the file), `path` and `reason` apart, so a
+    caller with its own message style (specs: 'file: reason') can say it its way."""
+
+    def __init__(self, what: str, path, reason: str):
+        self.what, self.path, self.reason = what, str(path), reason
+        if reason == "not found":
+            super().__init__(f"{what} not found: cannot read {self.path!r}")
+        else:  # "trace 'x' is a folder, ...", "trace 'x': cannot read: ..."
+            super().__init__(f"{what} {self.path!r}{' ' if reason.startswith('is ') else ': '}{reason}")
+
+
+def _size(n_bytes: int) -> str:
+    return f"{n_bytes / MIB:,.1f} MiB" if n_bytes >= MIB else f"{n_bytes:,} bytes"
+
+
+def check_regular_file(path: str | Path, what: str = "input file") -> os.stat_result:
+    """The stat of `path` when it is an existing regular file (symbolic links followed); otherwise a one-line
+    FileInputError: not found, a folder, a device / FIFO / socket, a symbolic-link loop, or not accessible."""
+    try:
+        info = os.stat(path)
+    except FileNotFoundError:
+        raise FileInputError(what, path, "not found") from None
+    except (OSError, ValueError) as exc:  # ValueError: a NUL character in the name
+        loop = isinstance(exc, OSError) and exc.errno == errno.ELOOP
+        reason = "a symbolic-link loop" if loop else getattr(exc, "strerror", None) or str(exc)
+        raise FileInputError(what, path, f"cannot read: {reason}") from None
+    if stat.S_ISDIR(info.st_mode):
+        raise FileInputError(what, path, "is a folder, not a file")
+    for test, kind in _SPECIAL_KINDS:
+        if test(info.st_mode):
+            raise FileInputError(what, path, f"is {kind}, not a regular file")
+    if not stat.S_ISREG(info.st_mode):
+        raise FileInputError(what, path, "is not a regular file")
+    return info
+
+
+def read_bytes_limited(path: str | Path, what: str = "input file", max_bytes: int = MAX_INPUT_BYTES) -> bytes:
+    """The bytes of a regular file of at most `max_bytes`; anything else is a one-line FileInputError."""
+    info = check_regular_file(path, what)
+    limit = f"is larger than the {_size(max_bytes)} limit"
+    if info.st_size > max_bytes:
+        raise FileInputError(what, path, f"{limit} ({_size(info.st_size)})")
+    try:
+        # O_NONBLOCK: should the file be swapped for a FIFO after the check, opening it does not wait for a writer
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
+    except OSError as exc:
+        raise FileInputError(what, path, f"cannot read: {exc.strerror or exc}") from None
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise FileInputError(what, path, "is not a regular file")
+        chunks, total = [], 0
+        while total <= max_bytes:  # files in /proc and /sys report size 0: the limit is enforced on what is read
+            chunk = os.read(fd, min(MIB, max_bytes + 1 - total))
+            if not chunk:
+                break
+            chunks.append(chunk)
+            total += len(chunk)
+    except OSError as exc:
+        raise FileInputError(what, path, f"cannot read: {exc.strerror or exc}") from None
+    finally:
+        os.close(fd)
+    if total > max_bytes:
+        raise FileInputError(what, path, limit)
+    return b"".join(chunks)
+
+
+def read_text_limited(path: str | Path, what: str = "input file", max_bytes: int = MAX_INPUT_BYTES,
+                      max_line_chars: int = MAX_LINE_CHARS, errors: str = "strict") -> str:
+    """The UTF-8 text of a regular file with at most `max_bytes` bytes and no line longer than `max_line_chars`
+    characters; anything else is a one-line FileInputError naming the file and the reason (see the module
+    docstring). `errors="replace"` reads text with a few undecodable bytes (an engine log) instead of refusing it."""
+    data = read_bytes_limited(path, what, max_bytes)
+    try:
+        text = data.decode("utf-8", errors=errors)
+    except UnicodeDecodeError as exc:
+        raise FileInputError(what, path, f"is not a text file (not UTF-8 at byte {exc.start})") from None
+    if len(text) > max_line_chars:
+        for number, line in enumerate(text.split("\n"), 1):
+            if len(line) > max_line_chars:
+                raise FileInputError(what, path, f"line {number} is longer than the {max_line_chars:,}-character "
+                                                 "limit")
+    return text
+
+
+__all__ = ["check_output_path", "check_output_dir", "open_atomic", "write_text_atomic", "write_bytes_atomic",
+           "FileInputError", "check_regular_file", "read_bytes_limited", "read_text_limited", "MAX_INPUT_BYTES", "MAX_LINE_CHARS"]

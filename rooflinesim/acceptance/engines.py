@@ -37,7 +37,9 @@ from pathlib import Path
 import numpy as np
 from scipy import stats
 
-from ..units import GIGA
+from ..errors import InputError
+from ..fileio import read_text_limited
+from ..units import MIB
 from .measured import AcceptanceSourceError, MeasuredAcceptance, from_mean_length, from_position_counts
 from .prometheus_text import counter_total, prometheus_series, total_over_series
 
@@ -45,7 +47,7 @@ FORMATS = ("auto", "vllm-v0", "vllm-v1", "prometheus", "sglang", "trtllm")
 ENGINE_NAMES = {"vllm-v0": "vLLM V0 log", "vllm-v1": "vLLM V1 log", "prometheus": "vLLM Prometheus metrics",
                 "sglang": "SGLang", "trtllm": "TensorRT-LLM metrics"}
 #: a log this large is not a metrics dump or a log worth reading whole: refuse it rather than stall
-MAX_FILE_BYTES = 2 << 30
+MAX_FILE_BYTES = 256 * MIB
 
 _NUM = r"(\d+(?:\.\d+)?|nan)"
 _V0 = re.compile(
@@ -68,18 +70,13 @@ _MARKERS = {"vllm-v1": "SpecDecoding metrics:", "vllm-v0": "Speculative metrics:
 
 def read_engine_acceptance(path, fmt: str = "auto", k: int | None = None) -> MeasuredAcceptance:
     """Acceptance from an engine's log or metrics file (see the module docstring for the formats)."""
-    p = Path(path)
+    # a few undecodable bytes in a log are replaced, not refused; a special file, a file over the size limit (cut
+    # out the speculative-decoding lines with grep) or an endless line is refused before or while reading
     try:
-        if p.stat().st_size > MAX_FILE_BYTES:
-            raise AcceptanceSourceError(f"{path}: {p.stat().st_size / GIGA:.1f} GB is too large; cut out the "
-                                        "speculative-decoding lines (grep) and read those")
-        text = p.read_text(encoding="utf-8", errors="replace")
-    except FileNotFoundError:
-        raise AcceptanceSourceError(f"acceptance file not found: {path}") from None
-    except IsADirectoryError:
-        raise AcceptanceSourceError(f"acceptance source {path} is a folder, not a log or metrics file") from None
-    except OSError as exc:
-        raise AcceptanceSourceError(f"cannot read {path}: {exc.strerror or exc}") from None
+        text = read_text_limited(Path(path), "acceptance file", MAX_FILE_BYTES, errors="replace")
+    except InputError as exc:
+        hint = "; cut out the speculative-decoding lines (grep) and read those" if "limit" in str(exc) else ""
+        raise AcceptanceSourceError(f"{exc}{hint}") from None
     return parse_engine_acceptance(text, fmt, k, source=str(path))
 
 

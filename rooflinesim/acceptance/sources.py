@@ -10,7 +10,14 @@ import difflib
 import json
 from pathlib import Path
 
+from ..errors import InputError
+from ..fileio import read_text_limited
+from ..units import MIB
 from .measured import AcceptanceSourceError, MeasuredAcceptance, from_mean_length, from_position_counts
+
+
+#: an acceptance JSON holds a few numbers per draft position
+MAX_JSON_BYTES = MIB
 
 
 def load_acceptance(value, k: int | None = None, fmt: str = "auto") -> MeasuredAcceptance:
@@ -43,9 +50,12 @@ def _read_json(path: Path) -> MeasuredAcceptance:
     """A result written by `acceptance from-logs --json` or `acceptance measure --json`, rebuilt from its counts
     (per position) or its E at k, so the numbers are recomputed rather than trusted."""
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise AcceptanceSourceError(f"{path}: not a readable acceptance JSON ({exc})") from None
+        data = json.loads(read_text_limited(path, "acceptance JSON", MAX_JSON_BYTES))
+    except InputError as exc:
+        raise AcceptanceSourceError(str(exc)) from None
+    except (json.JSONDecodeError, RecursionError) as exc:
+        reason = "nested too deeply" if isinstance(exc, RecursionError) else exc
+        raise AcceptanceSourceError(f"{path}: not a readable acceptance JSON ({reason})") from None
     if not isinstance(data, dict) or "k" not in data or "expected_tokens" not in data:
         raise AcceptanceSourceError(f"{path}: not an acceptance JSON (needs k and expected_tokens; write one with "
                                     "'rooflinesim acceptance from-logs FILE --json')")

@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import re
 import sys
+import warnings
 
 from ..specs.registry import SpecError
 from ..errors import InputError
@@ -185,14 +186,35 @@ def _attach_negative_values(argv: list[str]) -> list[str]:
     return out
 
 
+def _library_warning_lines(caught: list[warnings.WarningMessage]) -> list[str]:
+    """Warnings raised by libraries (numpy, matplotlib, scipy) while a command ran, as the tool's own one-line
+    warnings: the message without the category, file and source line Python would print, each message once."""
+    lines: list[str] = []
+    for item in caught:
+        module = (item.filename or "").replace("\\", "/")
+        origin = next((name for name in ("numpy", "matplotlib", "scipy", "pandas", "torch") if f"/{name}/" in module),
+                      None)
+        line = "warning: " + " ".join(str(item.message).split()) + (f" (from {origin})" if origin else "")
+        if line not in lines:
+            lines.append(line)
+    return lines
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(_attach_negative_values(list(sys.argv[1:] if argv is None else argv)))
-    try:
-        return args.handler(args)
-    except USER_ERRORS as exc:
-        print(f"rooflinesim: error: {exc}", file=sys.stderr)
-        return EXIT_BAD_INPUT
-    except KeyboardInterrupt:
-        print("rooflinesim: interrupted", file=sys.stderr)
-        return 130
+    # no library warning reaches the user raw (category, file and source line): each becomes one line of the tool's
+    # own after the command, and none is printed when the command refuses its input (the error is the one line)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("default")
+        try:
+            code = args.handler(args)
+        except USER_ERRORS as exc:
+            print(f"rooflinesim: error: {' '.join(str(exc).split())}", file=sys.stderr)
+            return EXIT_BAD_INPUT
+        except KeyboardInterrupt:
+            print("rooflinesim: interrupted", file=sys.stderr)
+            return 130
+    for line in _library_warning_lines(caught):
+        print(line, file=sys.stderr)
+    return code

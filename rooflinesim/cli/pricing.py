@@ -85,10 +85,13 @@ def cmd_serve(args) -> int:
     from ..serve.rates import WorkloadSpec, get_crossovers, parse_rates, run_rate_sweep
     from ..serve.render import render_rate_sweep
     from ..serve.uncertainty import get_summary_interval
-    from ..serve.workload import LengthDistribution
+    from ..serve.guard import check_workload_work
+    from ..serve.workload import LengthDistribution, check_cv
 
     if args.output:
         check_output_path(args.output, "request log (-o)")
+    if args.arrivals == "gamma" and args.trace is None:
+        check_cv(args.cv)
     if args.workers is not None:
         check_positive_int(args.workers, "--workers", 4096)
     workload = WorkloadSpec(LengthDistribution.parse(args.prompt_tokens, "--prompt-tokens"),
@@ -129,6 +132,7 @@ def cmd_serve(args) -> int:
         if len(rates) != 1 or len(policies) != 1 or (concurrencies is not None and len(concurrencies) != 1):
             raise InputError("-o writes one run's per-request log: give one --rate (or --concurrency) and one "
                              "--policy")
+        check_workload_work(workload, 1, config.max_num_batched_tokens)
         requests = workload.get_requests(rates[0] if concurrencies is None else 1.0)
         result = simulate(scenario, requests, policies[0], config,
                           concurrency=None if concurrencies is None else concurrencies[0])

@@ -17,7 +17,7 @@ import numpy as np
 from ..scenario.builder import Scenario, build_scenario
 from ..specs.hardware import HardwareSpec
 from ..errors import InputError
-from ..fileio import open_atomic
+from ..fileio import open_atomic, read_text_limited
 from ..units import format_rate
 
 #: Colours used consistently across charts (matplotlib's tab10 order).
@@ -55,11 +55,7 @@ def read_report(report, what: str) -> tuple[dict, str]:
         raise InputError(f"a {what} is a JSON file path or a dict, got {report!r}")
     where = str(report)
     try:
-        data = json.loads(Path(report).read_text(encoding="utf-8"))
-    except UnicodeDecodeError as exc:
-        raise InputError(f"{where}: not a text file (not UTF-8 at byte {exc.start}): give a JSON report") from None
-    except OSError as exc:
-        raise InputError(f"{where}: cannot read: {exc.strerror}") from exc
+        data = json.loads(read_text_limited(Path(report), what))
     except json.JSONDecodeError as exc:
         raise InputError(f"{where}: not valid JSON: {exc.msg} (line {exc.lineno})") from exc
     except RecursionError:

@@ -15,7 +15,9 @@ running batch there; None when it pays at every rate.
 from __future__ import annotations
 
 import os
+import warnings
 from concurrent.futures import ProcessPoolExecutor
+from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass
 
 import numpy as np
@@ -23,8 +25,9 @@ import numpy as np
 from ..scenario.builder import Scenario
 from ..errors import InputError
 from .engine import ServeConfig, simulate
+from .guard import ServeWorkerError, check_workload_work
 from .uncertainty import get_summary_interval
-from .workload import LengthDistribution, Requests, generate_requests, load_trace
+from .workload import LengthDistribution, Requests, check_rate_per_s, generate_requests, load_trace
 
 THROUGHPUT_TIE = 0.99
 DEFAULT_REQUESTS = 1000
@@ -99,6 +102,7 @@ def run_rate_sweep(scenario: Scenario, workload: WorkloadSpec, rates, policies: 
     else:
         args = [(scenario, workload, rate, policy, config, slo_ttft_s, slo_tpot_s)
                 for policy in policies for rate in rates]
+    check_workload_work(workload, len(args), config.max_num_batched_tokens, max_workers or os.cpu_count() or 1)
     if dask_address is not None:
         try:
             from dask.distributed import Client
@@ -114,8 +118,24 @@ def run_rate_sweep(scenario: Scenario, workload: WorkloadSpec, rates, policies: 
     workers = max_workers or min(len(args), os.cpu_count() or 1)
     if workers <= 1 or len(args) == 1:
         return [run_one(*a) for a in args]
-    with ProcessPoolExecutor(max_workers=workers) as pool:
-        return list(pool.map(run_one, *zip(*args)))
+    try:
+        with ProcessPoolExecutor(max_workers=workers) as pool:
+            results = list(pool.map(_run_one_recording_warnings, *zip(*args)))
+    except BrokenProcessPool:
+        raise ServeWorkerError(f"a simulation worker process died (killed or out of memory) during {len(args)} runs "
+                               f"on {workers} processes; try --workers 1 or fewer --requests") from None
+    for _, caught in results:  # a worker's warnings would reach its stderr raw: raised again here, where the CLI
+        for category, message, filename, lineno in caught:  # turns them into one line of its own
+            warnings.warn_explicit(message, category, filename, lineno)
+    return [row for row, _ in results]
+
+
+def _run_one_recording_warnings(*args) -> tuple[dict, list]:
+    """`run_one` in a worker process, with the warnings it raised (category, message, file, line)."""
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("default")
+        row = run_one(*args)
+    return row, [(w.category, str(w.message), w.filename, w.lineno) for w in caught]
 
 
 def _load_key(row: dict) -> str:
@@ -231,6 +251,8 @@ def parse_rates(text: str) -> list[float]:
             values = [float(x) for x in text.split(",") if x.strip()]
     except ValueError:
         raise InputError(f"--rate {text!r}: use a rate per second (4), a list (1,2,4) or a range (1..32)") from None
-    if not values or not all(math.isfinite(v) and v > 0 for v in values):
+    if not values:
         raise InputError(f"--rate {text!r}: rates must be positive numbers per second")
+    for value in values:
+        check_rate_per_s(value, f"--rate {text!r}: each rate")
     return sorted(set(values))

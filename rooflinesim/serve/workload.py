@@ -10,17 +10,55 @@ comes from one numpy Generator seeded by the user, so a run is reproducible.
 from __future__ import annotations
 
 import json
-import math
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 
 from ..errors import InputError
+from ..fileio import read_text_limited
+from ..units import MIB
 
 ARRIVAL_KINDS = ("poisson", "gamma")
 #: no request is longer than this (a guard against a typo asking for 10^12 tokens)
 MAX_REQUEST_TOKENS = 1 << 22
+#: a trace line is one small JSON object; a trace holds a few million requests at most
+MAX_TRACE_BYTES = 256 * MIB
+MAX_TRACE_LINE_CHARS = 4096
+# Ranges where the arithmetic of the generators stays finite and exact enough (no overflow of exp or of the Gamma
+# shape 1 / cv^2, no zero division, no arrival time past float precision for a second's resolution):
+#: Gamma inter-arrival CV (vLLM's --burstiness = 1 / CV^2 then lies in [1e-4, 1e4])
+CV_RANGE = (0.01, 100.0)
+#: request rates per second
+RATE_RANGE_PER_S = (1e-6, 1e6)
+#: lognormal sigma (at 8 the 99.99th percentile is e^30 times the median: every length above that is clipped)
+MAX_LOGNORMAL_SIGMA = 8.0
+#: latest arrival a trace may state (about 31 years)
+MAX_ARRIVAL_S = 1e9
+
+
+def check_rate_per_s(rate_per_s, what: str = "request rate") -> float:
+    """A request rate inside RATE_RANGE_PER_S, or a one-line InputError that states the range."""
+    lo, hi = RATE_RANGE_PER_S
+    try:
+        ok = not isinstance(rate_per_s, bool) and lo <= float(rate_per_s) <= hi
+    except (TypeError, ValueError):
+        ok = False
+    if not ok:
+        raise InputError(f"{what} must be between {lo:g} and {hi:g} requests per second, got {rate_per_s!r}")
+    return float(rate_per_s)
+
+
+def check_cv(cv, what: str = "--cv") -> float:
+    """A Gamma arrival CV inside CV_RANGE, or a one-line InputError that states the range."""
+    lo, hi = CV_RANGE
+    try:
+        ok = not isinstance(cv, bool) and lo <= float(cv) <= hi
+    except (TypeError, ValueError):
+        ok = False
+    if not ok:
+        raise InputError(f"{what} (the CV of Gamma inter-arrival gaps) must be between {lo:g} and {hi:g}, got {cv!r}")
+    return float(cv)
 
 
 @dataclass(frozen=True)
@@ -62,9 +100,9 @@ class LengthDistribution:
         except ValueError:
             raise InputError(f"{what} {text!r}: use a token count (512), uniform:LOW:HIGH or "
                              "lognormal:MEDIAN:SIGMA[:MAX]") from None
-        if not (1 <= dist.low <= dist.high <= MAX_REQUEST_TOKENS) or not math.isfinite(dist.sigma) or dist.sigma < 0:
+        if not (1 <= dist.low <= dist.high <= MAX_REQUEST_TOKENS) or not 0 <= dist.sigma <= MAX_LOGNORMAL_SIGMA:
             raise InputError(f"{what} {text!r}: lengths must satisfy 1 <= low <= high <= {MAX_REQUEST_TOKENS:,} and "
-                             "sigma >= 0")
+                             f"0 <= sigma <= {MAX_LOGNORMAL_SIGMA:g}")
         return dist
 
     @property
@@ -89,16 +127,13 @@ def get_arrival_times_s(rng: np.random.Generator, n: int, rate_per_s: float, kin
                         cv: float = 1.0) -> np.ndarray:
     """n arrival times of a renewal process with mean rate `rate_per_s`: exponential gaps (Poisson) or Gamma gaps
     with coefficient of variation `cv` (shape 1 / cv^2, mean 1 / rate)."""
-    if not (math.isfinite(rate_per_s) and rate_per_s > 0):
-        raise InputError(f"request rate must be a positive number per second, got {rate_per_s!r}")
+    rate_per_s = check_rate_per_s(rate_per_s)
     if kind not in ARRIVAL_KINDS:
         raise InputError(f"arrivals must be one of {', '.join(ARRIVAL_KINDS)} (or a --trace), got {kind!r}")
     if kind == "poisson":
         gaps = rng.exponential(1.0 / rate_per_s, n)
     else:
-        if not (math.isfinite(cv) and cv > 0):
-            raise InputError(f"arrival CV must be a positive number, got {cv!r}")
-        shape = 1.0 / cv ** 2
+        shape = 1.0 / check_cv(cv) ** 2
         gaps = rng.gamma(shape, 1.0 / (rate_per_s * shape), n)
     return np.cumsum(gaps)
 
@@ -114,10 +149,7 @@ def load_trace(path: str | Path, rate_scale: float | None = None) -> Requests:
     """A JSONL trace: one {"arrival_s", "prompt_tokens", "output_tokens"} object per line (blank lines skipped).
     `rate_scale` multiplies the trace's request rate (arrival times are divided by it)."""
     path = Path(path)
-    try:
-        lines = path.read_text().splitlines()
-    except OSError as exc:
-        raise InputError(f"cannot read trace {str(path)!r}: {exc.strerror or exc}") from None
+    lines = read_text_limited(path, "trace", MAX_TRACE_BYTES, MAX_TRACE_LINE_CHARS).splitlines()
     rows = []
     for number, line in enumerate(lines, 1):
         if not line.strip():
@@ -125,12 +157,13 @@ def load_trace(path: str | Path, rate_scale: float | None = None) -> Requests:
         try:
             item = json.loads(line)
             row = (float(item["arrival_s"]), int(item["prompt_tokens"]), int(item["output_tokens"]))
-        except (ValueError, KeyError, TypeError):
+        except (ValueError, KeyError, TypeError, OverflowError, RecursionError):
             raise InputError(f"{path}:{number}: each line must be a JSON object with arrival_s, prompt_tokens and "
                              "output_tokens") from None
-        if not (math.isfinite(row[0]) and row[0] >= 0 and 1 <= row[1] <= MAX_REQUEST_TOKENS and
+        if not (0 <= row[0] <= MAX_ARRIVAL_S and 1 <= row[1] <= MAX_REQUEST_TOKENS and
                 1 <= row[2] <= MAX_REQUEST_TOKENS):
-            raise InputError(f"{path}:{number}: arrival_s must be >= 0 and token counts in 1..{MAX_REQUEST_TOKENS:,}")
+            raise InputError(f"{path}:{number}: arrival_s must be in 0..{MAX_ARRIVAL_S:g} s and token counts in "
+                             f"1..{MAX_REQUEST_TOKENS:,}")
         rows.append(row)
     if not rows:
         raise InputError(f"trace {str(path)!r} has no requests")
@@ -139,5 +172,6 @@ def load_trace(path: str | Path, rate_scale: float | None = None) -> Requests:
     return Requests(arrival, data[:, 1].astype(np.int64), data[:, 2].astype(np.int64))
 
 
-__all__ = ["Requests", "LengthDistribution", "generate_requests", "load_trace", "get_arrival_times_s",
+__all__ = ["Requests", "LengthDistribution", "check_cv", "check_rate_per_s", "CV_RANGE", "RATE_RANGE_PER_S",
+           "MAX_LOGNORMAL_SIGMA", "generate_requests", "load_trace", "get_arrival_times_s",
            "ARRIVAL_KINDS"]

@@ -15,6 +15,9 @@ from typing import Annotated, Any
 from pydantic import BaseModel, ConfigDict, Field, Strict, ValidationError
 from pydantic_core import InitErrorDetails, PydanticCustomError
 
+from ..fileio import FileInputError, check_regular_file, read_text_limited
+from ..units import MIB
+
 
 class FrozenModel(BaseModel):
     """Frozen, unknown keys rejected; values are coerced as pydantic does by default (used by Workload, which the
@@ -66,11 +69,33 @@ def one_line(text: object) -> str:
     return " ".join(str(text).split())
 
 
-def read_spec_text(path: Path) -> str:
-    """The text of a spec file; unreadable or not UTF-8 text (binary garbage) is a one-line SpecError."""
+#: no spec, profile or config file is larger (the largest shipped profile is well under 1 MB)
+MAX_SPEC_BYTES = 16 * MIB
+
+
+def read_spec_text(path: Path, what: str = "spec file") -> str:
+    """The text of a spec file, read within `fileio`'s limits: missing, not a regular file (a folder, /dev/zero, a
+    FIFO), too large, too long a line, unreadable or not UTF-8 text (binary garbage) is a one-line SpecError."""
     try:
-        return path.read_text(encoding="utf-8")
-    except UnicodeDecodeError as exc:
-        raise SpecError(f"{path}: not a text file (not UTF-8 at byte {exc.start}): give a YAML or JSON spec") from None
-    except OSError as exc:
-        raise SpecError(f"{path}: cannot read: {exc.strerror or exc}") from None
+        return read_text_limited(path, what, MAX_SPEC_BYTES)
+    except FileInputError as exc:
+        raise SpecError(_file_error_message(exc)) from None
+
+
+def check_spec_file(path: Path, what: str = "spec file") -> Path:
+    """`path` when it names an existing regular file; otherwise a one-line SpecError (not found, a folder, a
+    device or FIFO, a symbolic-link loop)."""
+    try:
+        check_regular_file(path, what)
+    except FileInputError as exc:
+        raise SpecError(_file_error_message(exc)) from None
+    return path
+
+
+def _file_error_message(exc: FileInputError) -> str:
+    """Spec errors start with the file ('file: reason'); a missing file says which kind of file was looked for."""
+    if exc.reason == "not found":
+        return f"{exc.what} not found: {exc.path}"
+    reason = exc.reason.removeprefix("is ")
+    hint = ": give a YAML or JSON spec" if reason.startswith("not a text file") else ""
+    return f"{exc.path}: {reason}{hint}"

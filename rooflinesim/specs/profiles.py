@@ -13,6 +13,7 @@ from pathlib import Path
 import yaml
 
 from ..fileio import write_text_atomic
+from .base import check_spec_file, read_spec_text
 from .registry import HARDWARE_KEYS, MODEL_KEYS, SpecError, load_spec_file, load_yaml
 from .hardware import HardwareSpec
 
@@ -21,9 +22,7 @@ def load_profile(path: str | Path) -> HardwareSpec:
     """A measured profile from YAML; any problem (missing, truncated, corrupted, not a profile) is a SpecError."""
     if not isinstance(path, (str, os.PathLike)):
         raise SpecError(f"calibration profile must be a YAML file path, got {path!r}")
-    path = Path(path)
-    if not path.is_file():
-        raise SpecError(f"calibration profile not found: {path}")
+    path = check_spec_file(Path(path), "calibration profile")
     try:
         spec = load_spec_file(path, HardwareSpec)
     except SpecError:
@@ -38,8 +37,8 @@ def load_profile(path: str | Path) -> HardwareSpec:
 def _is_model_file(path: Path) -> bool:
     """Whether a file that failed as a profile is a model file: model keys and no hardware key."""
     try:
-        data = load_yaml(path.read_text(encoding="utf-8"))
-    except (yaml.YAMLError, OSError, UnicodeDecodeError, RecursionError):
+        data = load_yaml(read_spec_text(path))
+    except (yaml.YAMLError, SpecError, RecursionError):
         return False
     return isinstance(data, dict) and bool(MODEL_KEYS & set(data)) and not HARDWARE_KEYS & set(data)
 

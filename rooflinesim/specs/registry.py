@@ -18,7 +18,7 @@ import yaml
 from pydantic import BaseModel, ValidationError
 
 from .hf_config import SUPPORTED_HF_ARCHITECTURES, model_from_hf_config
-from .base import SpecError, format_validation_error, one_line, read_spec_text
+from .base import SpecError, check_spec_file, format_validation_error, one_line, read_spec_text
 from .hardware import HardwareSpec
 from .model import ModelSpec
 
@@ -152,10 +152,7 @@ def _resolve(name: str, kind: str) -> Path:
 
 
 def _existing_file(name: str, kind: str) -> Path:
-    path = Path(name).expanduser()
-    if not path.is_file():
-        raise SpecError(f"{kind} file not found: {path}")
-    return path
+    return check_spec_file(Path(name).expanduser(), f"{kind} file")
 
 
 def load_hardware(name: str | HardwareSpec) -> HardwareSpec:

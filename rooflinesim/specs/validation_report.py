@@ -22,7 +22,8 @@ from typing import Annotated, Literal, Optional
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from ..errors import InputError
-from ..units import DTYPES
+from ..fileio import read_text_limited
+from ..units import DTYPES, MIB
 
 #: a measured or predicted time (s)
 Seconds = Annotated[float, Field(gt=0, allow_inf_nan=False)]
@@ -32,6 +33,10 @@ RelativeError = Annotated[float, Field(ge=0, allow_inf_nan=False)]
 Speedup = Annotated[float, Field(gt=0, allow_inf_nan=False)]
 Batch = Annotated[int, Field(ge=1)]
 StepKind = Literal["decode", "verify", "draft"]
+
+
+#: a report holds a few hundred rows; anything far larger is not one
+MAX_REPORT_BYTES = 16 * MIB
 
 
 class ValidationReportError(InputError):
@@ -236,16 +241,15 @@ def load_validation_report(path: str | Path) -> ValidationReport:
     """Read and validate a report file; any problem is a one-line ValidationReportError naming file and field."""
     path = Path(path)
     try:
-        text = path.read_text(encoding="utf-8")
-    except UnicodeDecodeError as exc:
-        raise ValidationReportError(f"{path}: not a text file (not UTF-8 at byte {exc.start}): give a JSON "
-                                    "report") from None
-    except OSError as exc:
-        raise ValidationReportError(f"{path}: cannot read: {exc.strerror}") from exc
+        text = read_text_limited(path, "validation report", MAX_REPORT_BYTES)
+    except InputError as exc:
+        raise ValidationReportError(str(exc)) from None
     try:
         data = json.loads(text)
     except json.JSONDecodeError as exc:
         raise ValidationReportError(f"{path}: not valid JSON: {exc.msg} (line {exc.lineno})") from exc
+    except RecursionError:
+        raise ValidationReportError(f"{path}: not valid JSON: nested too deeply") from None
     return parse_validation_report(data, str(path))
 
 

@@ -24,6 +24,7 @@ import torch
 
 from ...acceptance.measured import MeasuredAcceptance, from_position_counts
 from ...errors import InputError
+from ...fileio import read_text_limited
 from ..reference.hf_checkpoint import load_hf_decoder, set_rope_tables
 from ..reference.sampling import exact_rule, probabilities, sample
 
@@ -44,10 +45,7 @@ def read_prompts(path, target_dir=None) -> list[list[int]]:
     """Prompts as token ids: one prompt per line, ids separated by spaces or commas. Text lines need the target's
     `tokenizer.json` and the `tokenizers` library (used only when installed; nothing is downloaded)."""
     path = Path(path)
-    try:
-        lines = [line.strip() for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
-    except (OSError, UnicodeDecodeError) as exc:
-        raise InputError(f"cannot read prompts file {path}: {exc}") from None
+    lines = [line.strip() for line in read_text_limited(path, "prompts file").splitlines() if line.strip()]
     if not lines:
         raise InputError(f"prompts file {path} has no prompts")
     if len(lines) > MAX_PROMPTS:

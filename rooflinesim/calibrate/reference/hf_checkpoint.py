@@ -22,6 +22,8 @@ import torch
 
 from ...specs.registry import load_model
 from ...errors import InputError
+from ...fileio import read_text_limited
+from ...units import MIB
 from ...specs.model import ModelSpec
 from .model import Decoder
 
@@ -35,8 +37,8 @@ def _read_config(folder: Path) -> dict:
     if not path.is_file():
         raise InputError(f"{folder}: no config.json (a Hugging Face-layout checkpoint folder is needed)")
     try:
-        config = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        config = json.loads(read_text_limited(path, "checkpoint config", 16 * MIB))
+    except (json.JSONDecodeError, RecursionError) as exc:
         raise InputError(f"{path}: not a readable JSON config ({exc})") from None
     if not isinstance(config, dict) or config.get("model_type") not in SUPPORTED_TYPES:
         kind = config.get("model_type") if isinstance(config, dict) else None
@@ -110,7 +112,11 @@ def _read_tensors(folder: Path) -> dict[str, torch.Tensor]:
 
     index = folder / "model.safetensors.index.json"
     if index.is_file():
-        shards = sorted(set(json.loads(index.read_text(encoding="utf-8"))["weight_map"].values()))
+        try:
+            weight_map = json.loads(read_text_limited(index, "checkpoint index", 64 * MIB))["weight_map"]
+            shards = sorted(set(weight_map.values()))
+        except (json.JSONDecodeError, RecursionError, KeyError, TypeError, AttributeError) as exc:
+            raise InputError(f"{index}: not a readable safetensors index ({exc})") from None
     elif (folder / "model.safetensors").is_file():
         shards = ["model.safetensors"]
     else:
