@@ -232,3 +232,13 @@ def test_explore_imports_nothing_of_the_command_line():
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     assert subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, env=env,
                           check=True).stdout.strip() == "False"
+
+
+def test_starting_the_command_line_loads_no_scipy_stats():
+    """scipy.stats takes seconds to import on a busy 2-core machine: the parser every command builds (explore's page
+    is up when its URL is printed) must not pull it in (acceptance imports it where an interval is computed)."""
+    probe = ("import sys; from rooflinesim.cli import build_parser; build_parser(); "
+             "print(sorted(m for m in sys.modules if m.startswith(('scipy.stats', 'torch', 'matplotlib'))))")
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    assert subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, env=env,
+                          check=True).stdout.strip() == "[]"

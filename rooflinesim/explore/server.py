@@ -146,9 +146,9 @@ def run_server(api: Api, host: str = "127.0.0.1", port: int = DEFAULT_PORT, allo
                open_browser: bool = True) -> int:
     server = make_server(api, host, port, allow_remote)
     url = get_url(server)
+    print(f"rooflinesim explore: {url}  (Ctrl-C stops it)", flush=True)
     # price one default answer in the background: the imports and spec loading are done before the page asks
     threading.Thread(target=api.answer, args=("predict", []), daemon=True).start()
-    print(f"rooflinesim explore: {url}  (Ctrl-C stops it)", flush=True)
     if allow_remote and not is_local_host(host):
         print("warning: listening beyond this machine (--allow-remote): the page has no login", file=sys.stderr)
     if open_browser:
