@@ -59,6 +59,7 @@ function formatValue(value, unit) {
   }
   if (unit === "B") return `${sig(value / 2 ** 30)} GiB`;
   if (unit === "x") return `${sig(value, 3)}x`;
+  if (Number.isInteger(value) && !unit) return String(value);  // counts: batch, tokens, k
   return unit ? `${sig(value)} ${unit}` : sig(value);
 }
 function field(data, path) { return path.split(".").reduce((o, key) => (o == null ? o : o[key]), data); }
@@ -188,7 +189,7 @@ const RENDERERS = {
         {height: 480}), PLOT_CONFIG);
       const s = sweep.data.schedules[0], be = sweep.data.break_even[0];
       fillNumbers(document.getElementById("engine-schedule"), {s, be}, [
-        ["context, alpha", "s.context_tokens", ""], ["alpha", "s.alpha", ""],
+        ["context tokens", "s.context_tokens", ""], ["alpha", "s.alpha", ""],
         ["break-even batch (speculation stops paying)", "be.break_even_batch", ""],
         ["vLLM speculative_disable_by_batch_size (V0)", "s.vllm.speculative_disable_by_batch_size", ""],
         ["vLLM num_speculative_tokens", "s.vllm.num_speculative_tokens", ""],
