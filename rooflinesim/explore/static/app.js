@@ -184,7 +184,8 @@ const RENDERERS = {
       traces.push({x: [d.workload.context_tokens], y: [d.workload.batch], mode: "markers", name: "this workload",
                    marker: {symbol: "x", size: 12, color: "#000"}});
       Plotly.react("chart-speedup-map", traces, layout(
-        `Best speculative speedup over k = 0..8, alpha ${m.alpha[a]} (${MAP_BATCHES} batches x ${MAP_CONTEXTS} contexts)`,
+        `Best speculative speedup over k = 0..8, alpha ${m.alpha[a]} (${MAP_BATCHES} batches x ${MAP_CONTEXTS} contexts)` +
+        (p["alpha-per-position"] ? "<br>i.i.d. alpha: sweep takes no per-position rates" : ""),
         {type: "log", title: {text: "context tokens"}}, {type: "log", title: {text: "batch"}},
         {height: 480}), PLOT_CONFIG);
       const s = sweep.data.schedules[0], be = sweep.data.break_even[0];
