@@ -14,8 +14,9 @@ from rooflinesim.explore.server import get_url, make_server
 
 
 @contextmanager
-def running_server(calibration: str | None = None):
-    server = make_server(CommandApi(lambda: build_parser(raising=True), calibration=calibration), port=0)
+def running_server(calibration: str | None = None, parser_factory=None):
+    factory = parser_factory or (lambda: build_parser(raising=True))
+    server = make_server(CommandApi(factory, calibration=calibration), port=0)
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
     try:

@@ -194,6 +194,23 @@ def test_the_servers_calibration_applies_where_a_request_names_none(capsys):
     assert own == json.loads(out)
 
 
+def test_config_lists_each_endpoints_parameters_from_the_parser(base):
+    """The page builds its choice lists from these: a choice added to a command reaches it without a page change."""
+    from rooflinesim.cli import build_parser
+    from rooflinesim.cli.api import _command_parser
+
+    parameters = get_json(base + "api/config")["parameters"]
+    assert set(parameters) == {"predict", "sweep", "sweep/map", "serve", "list/hardware", "list/models",
+                               "list/acceptance"}
+    drafter = next(a for a in _command_parser(build_parser(), "predict")._actions
+                   if a.dest == "drafter")
+    assert parameters["predict"]["drafter"]["choices"] == list(drafter.choices)
+    assert parameters["predict"]["sampling"]["switch"] and not parameters["predict"]["batch"]["switch"]
+    assert parameters["predict"]["batch"]["default"] == "1" and "help" not in parameters["predict"]
+    assert not {"output", "json", "workers", "dask", "trace"} & set(parameters["serve"])
+    assert parameters["list/models"] == {}
+
+
 def test_requests_addressed_to_another_host_name_are_refused(base):
     """DNS rebinding: a page elsewhere whose name resolves to 127.0.0.1 sends its own Host header."""
     status, _, body = get(base + "api/list/models", headers={"Host": "evil.example:8765"})

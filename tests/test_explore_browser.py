@@ -17,6 +17,9 @@ from urllib.parse import parse_qs, urlencode, urlsplit
 
 import pytest
 
+from rooflinesim.cli import build_parser
+from rooflinesim.cli.api import _command_parser
+
 from .explore_helpers import get, get_json, running_server
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -213,3 +216,31 @@ def test_calibrated_view_shows_the_profiles_intervals(browser, base, shots):
     assert not browser.find_element("id", "view-calibrated").is_displayed()
     assert page_query(browser)["view"] == "roofline" and page_query(browser)["calibration"] == PROFILE
     assert_numbers_equal_api(browser, "roofline-numbers", answer)
+
+
+def _parser_with_engines():
+    """The command line's parser with an --engine flag on serve (its own, once serve has one; else a stand-in that
+    the serve command ignores: the page's per-engine plumbing is what is tested)."""
+    parser = build_parser(raising=True)
+    serve = _command_parser(parser, "serve")
+    if not any("--engine" in action.option_strings for action in serve._actions):
+        serve.add_argument("--engine", choices=["vllm", "sglang"], default=None)
+    return parser
+
+
+def test_under_load_draws_one_set_of_curves_per_engine_when_serve_takes_engine(browser):
+    engine = next(a for a in _command_parser(_parser_with_engines(), "serve")._actions
+                  if "--engine" in a.option_strings)
+    engines = [str(c) for c in engine.choices][:2]
+    with running_server(parser_factory=_parser_with_engines) as url:
+        flags = {"hw": "a100", "model": "llama-3.1-8b", "alpha": "0.8", "rate": "2,8", "policy": "off,fixed:2",
+                 "requests": "40"}
+        assert open_view(browser, url, {"view": "load", **flags, "engines": ",".join(engines)}) == "ready"
+        assert browser.find_element("name", "engines").is_displayed()
+        lines = dict(browser.execute_script(
+            "return document.getElementById('chart-load-latency').data.map(t => [t.name, t.y])"))
+        assert set(lines) == {f"{policy} ({e})" for policy in ("off", "fixed:2") for e in engines}
+        for e in engines:
+            runs = get_json(f"{url}api/serve?{urlencode({**flags, 'engine': e})}")["runs"]
+            for policy in ("off", "fixed:2"):
+                assert lines[f"{policy} ({e})"] == [r["latency_s"]["p50"] for r in runs if r["policy"] == policy]

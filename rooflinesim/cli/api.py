@@ -125,6 +125,19 @@ class CommandApi:
         self.parser_factory = parser_factory
         self.calibration = calibration
 
+    def get_parameters(self, endpoint: str) -> dict[str, dict]:
+        """The parameters an endpoint takes, from the command's parser: {name: {switch, choices, default, help}}
+        (the page builds its choice lists from these, so a choice or flag added to a command reaches it)."""
+        command = _command_parser(self.parser_factory(), ENDPOINTS[endpoint].argv[0])
+        out = {}
+        for action in command._actions:
+            names = [s[2:] for s in action.option_strings if s.startswith("--")]
+            if not names or names[0] in NOT_IN_THE_API or action.dest == "help":
+                continue
+            out[names[0]] = {"switch": action.nargs == 0, "choices": None if action.choices is None else
+                             [str(c) for c in action.choices], "default": action.default, "help": action.help}
+        return out
+
     def get_argv(self, endpoint: str, params: Sequence[tuple[str, str]]) -> list[str]:
         """The command line of a request; InputError (the CLI's wording) for an unknown or unusable parameter."""
         spec = ENDPOINTS[endpoint]
@@ -160,7 +173,9 @@ class CommandApi:
         if endpoint == "config":
             if params:
                 return _error("/api/config takes no parameters")
-            return ApiAnswer(200, json.dumps({"calibration": self.calibration, "endpoints": sorted(ENDPOINTS)}) + "\n")
+            config = {"calibration": self.calibration, "endpoints": sorted(ENDPOINTS),
+                      "parameters": {name: self.get_parameters(name) for name in ENDPOINTS}}
+            return ApiAnswer(200, json.dumps(config, indent=1, default=str) + "\n")
         if endpoint not in ENDPOINTS:
             from difflib import get_close_matches
 

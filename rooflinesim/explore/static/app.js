@@ -3,7 +3,7 @@
 "use strict";
 
 const VIEWS = ["roofline", "speculation", "load", "calibrated"];
-const DEPLOYMENT = ["hw", "model", "weight-dtype", "kv-dtype", "activation-dtype", "tp", "calibration"];
+const DEPLOYMENT = ["hw", "model", "weight-dtype", "kv-dtype", "activation-dtype", "attention", "tp", "calibration"];
 const SPECULATION = ["drafter", "draft", "alpha", "acceptance"];
 const PREDICT = [...DEPLOYMENT, ...SPECULATION, "alpha-per-position", "batch", "ctx", "k"];
 const SERVE = [...DEPLOYMENT, ...SPECULATION, "alpha-per-position", "rate", "policy", "requests"];
@@ -208,7 +208,15 @@ const RENDERERS = {
   },
 
   async load(p) {
-    const {data, stderr} = await api("serve", pick(p, SERVE));
+    // with an engine flag on serve (and engines listed), one serve answer per engine, its curves named "policy (engine)"
+    const engines = servesEngines() && p.engines ? p.engines.split(",").map(e => e.trim()).filter(Boolean) : [null];
+    const answers = await Promise.all(engines.map(engine => api("serve", pick(p, SERVE, engine ? {engine} : {}))));
+    const named = (name, engine) => (engine ? `${name} (${engine})` : name);
+    const data = {
+      runs: answers.flatMap((a, i) => a.data.runs.map(r => ({...r, policy: named(r.policy, engines[i])}))),
+      crossovers: answers.flatMap((a, i) => a.data.crossovers.map(c => ({...c, policy: named(c.policy, engines[i])}))),
+    };
+    const stderr = [...new Set(answers.flatMap(a => a.stderr))];
     return {stderr, draw() {
       const first = data.runs[0];
       const draft = (data.runs.find(r => r.draft) || {}).draft || "none";
@@ -275,6 +283,8 @@ const RENDERERS = {
     }};
   },
 };
+
+function servesEngines() { return Boolean(server.parameters && server.parameters.serve.engine); }
 
 function geometric(lo, hi, n) {
   // n distinct integers from lo to hi, spaced evenly on a log scale (the map's axes; the API prices each one)
@@ -372,6 +382,15 @@ async function init() {
   fillSelect(form.elements.acceptance, presets.data.map(p => [p.name, p.name]));
   for (const select of form.querySelectorAll("select[data-choices]")) {
     fillSelect(select, select.dataset.choices.split(",").map(v => [v, v]));
+  }
+  for (const select of form.querySelectorAll("select[data-choices-of]")) {  // the command's own choices
+    const choices = server.parameters[select.dataset.choicesOf][select.name].choices || [];
+    fillSelect(select, choices.map(v => [v, v]));
+  }
+  if (servesEngines()) {
+    const engine = server.parameters.serve.engine;
+    document.getElementById("engines-control").hidden = false;
+    if (engine.choices) form.elements.engines.placeholder = engine.choices.join(",");
   }
   if (server.calibration) form.elements.calibration.placeholder = `${server.calibration} (explore --calibration)`;
   readUrl();
