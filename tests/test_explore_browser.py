@@ -244,3 +244,16 @@ def test_under_load_draws_one_set_of_curves_per_engine_when_serve_takes_engine(b
             runs = get_json(f"{url}api/serve?{urlencode({**flags, 'engine': e})}")["runs"]
             for policy in ("off", "fixed:2"):
                 assert lines[f"{policy} ({e})"] == [r["latency_s"]["p50"] for r in runs if r["policy"] == policy]
+
+
+def test_under_load_with_a_profile_draws_the_latency_intervals(browser, base):
+    flags = {"hw": "cpu", "model": "tiny-llama-123m", "draft": "tiny-draft-2l", "alpha": "0.8", "calibration": PROFILE,
+             "rate": "1,4", "policy": "off,fixed:2", "requests": "30"}
+    assert open_view(browser, base, {"view": "load", **flags}) == "ready"
+    runs = get_json(f"{base}api/serve?{urlencode(flags)}")["runs"]
+    traces = browser.execute_script("return document.getElementById('chart-load-latency').data.map(t => "
+                                    "[t.name, t.y, t.error_y.array, t.error_y.arrayminus])")
+    for name, latencies, up, down in traces:
+        bands = [r["interval"]["latency_s"]["p50"] for r in runs if r["policy"] == name]
+        assert [y + u for y, u in zip(latencies, up)] == pytest.approx([high for _, high in bands], rel=1e-12)
+        assert [y - d for y, d in zip(latencies, down)] == pytest.approx([low for low, _ in bands], rel=1e-12)

@@ -225,7 +225,13 @@ const RENDERERS = {
       const policies = [...new Set(data.runs.map(r => r.policy))];
       const series = key => policies.map(policy => {
         const rows = data.runs.filter(r => r.policy === policy);
-        return {x: rows.map(r => r.rate_per_s), y: rows.map(r => field(r, key)), mode: "lines+markers", name: policy};
+        const trace = {x: rows.map(r => r.rate_per_s), y: rows.map(r => field(r, key)), mode: "lines+markers", name: policy};
+        const bands = rows.map(r => field(r.interval, key));  // [low, high] with a calibration profile
+        if (bands.every(Array.isArray)) {
+          trace.error_y = {type: "data", symmetric: false, array: bands.map((b, i) => b[1] - trace.y[i]),
+                           arrayminus: bands.map((b, i) => trace.y[i] - b[0])};
+        }
+        return trace;
       });
       // a crossover: the rate from which a policy stops paying against off (serve's own get_crossovers)
       const crossing = kind => data.crossovers.filter(c => c[kind]);
