@@ -188,6 +188,8 @@ def test_under_load_view_draws_the_serve_runs_and_crossovers(browser, base, shot
     for name, latencies in lines:
         assert latencies == [r["latency_s"]["p50"] for r in answer["runs"] if r["policy"] == name]
     assert [name for name, _ in lines] == ["off", "fixed:3"]
+    takes_engine = any("--engine" in a.option_strings for a in _command_parser(build_parser(), "serve")._actions)
+    assert browser.find_element("name", "engines").is_displayed() == takes_engine  # the box only where it works
     rows = browser.find_elements("css selector", "#load-crossovers tbody tr")
     assert [row.find_elements("tag name", "td")[0].text for row in rows] == [c["policy"] for c in answer["crossovers"]]
     for row, crossing in zip(rows, answer["crossovers"]):
