@@ -1,5 +1,8 @@
 """Command line: argument parsing and exit codes only (the commands live in `arguments`, `pricing`, `specs`, `calibration`).
 
+`explore`'s JSON API (`api`) parses each request with this parser (`build_parser(raising=True)`) and answers with the
+functions behind `--json`; the web server (rooflinesim/explore) is handed that API and never imports this package.
+
 Bad input -> one line on stderr and exit code 2, never a traceback. Heavy libraries (torch, matplotlib) are imported
 inside the commands that need them, so `rooflinesim predict` stays fast.
 """
