@@ -211,7 +211,7 @@ CLI_CASES = [
     case("list-unknown", "list gpus", "invalid choice", "gpus"),
     case("list-nothing", "list", "what"),
     case("list-extra-argument", "list hardware gpus", "unrecognized arguments", "gpus"),
-    case("list-unknown-flag", "list models --json", "unrecognized arguments", "--json"),
+    case("list-unknown-flag", "list models --csv", "unrecognized arguments", "--csv"),  # (--json exists: explore)
     case("show-garbage", "show {garbage_yaml}", "garbage.yaml", "UTF-8"),
     case("show-garbage-json", "show {garbage_json}", "garbage.json", "UTF-8"),
     case("show-malformed", "show {malformed_yaml}", "malformed.yaml", "line 3", "malformed YAML"),

@@ -13,8 +13,10 @@ PACKAGE = Path(__file__).resolve().parent.parent / "rooflinesim"
 #: README "Data flow", left to right. A module may import its own layer and those before it, never one after it.
 LAYERS = [
     "units", "errors", "fileio", "specs", "ops", "timing", "step", "acceptance", "scenario", "pricing", "serve",
-    "report", "plots", "calibrate", "cli",
+    "report", "plots", "calibrate", "explore", "cli",
 ]
+# (explore, the web server, sits left of cli: the command line hands it the API built from its own parser and
+# commands, cli/api.py, so the page answers from the command line's code without explore ever importing it)
 #: What the layers may import from outside the standard library and numpy/scipy/pydantic/yaml (lazily or not).
 HEAVY = {"torch": {"calibrate"}, "matplotlib": {"plots", "calibrate"}}
 # (calibrate is the torch leaf: nothing but the command line, which composes every command, imports it)

@@ -1,5 +1,8 @@
 """Command line: argument parsing and exit codes only (the commands live in `arguments`, `pricing`, `specs`, `calibration`).
 
+`explore`'s JSON API (`api`) parses each request with this parser (`build_parser(raising=True)`) and answers with the
+functions behind `--json`; the web server (rooflinesim/explore) is handed that API and never imports this package.
+
 Bad input -> one line on stderr and exit code 2, never a traceback. Heavy libraries (torch, matplotlib) are imported
 inside the commands that need them, so `rooflinesim predict` stays fast.
 """
@@ -30,7 +33,10 @@ class _Parser(argparse.ArgumentParser):
     def error(self, message):  # one line, exit 2 (argparse's own code for usage errors)
         command = " ".join(self.prog.split()[1:])  # "" for the top-level parser
         see = f"rooflinesim {command} --help" if command else "rooflinesim --help"
-        self.exit(EXIT_BAD_INPUT, f"rooflinesim: error: {message} (see '{see}')\n")
+        self.fail(f"{message} (see '{see}')")
+
+    def fail(self, message: str):
+        self.exit(EXIT_BAD_INPUT, f"rooflinesim: error: {message}\n")
 
     def parse_args(self, args=None, namespace=None):
         # argparse reports unknown options from the top-level parser ("see 'rooflinesim --help'"); point to the
@@ -39,13 +45,23 @@ class _Parser(argparse.ArgumentParser):
         if extras:
             command = getattr(parsed, "command", None)
             see = f"rooflinesim {command} --help" if command else "rooflinesim --help"
-            self.exit(EXIT_BAD_INPUT, f"rooflinesim: error: unrecognized arguments: {' '.join(extras)} (see '{see}')\n")
+            self.fail(f"unrecognized arguments: {' '.join(extras)} (see '{see}')")
         return parsed
 
 
-def build_parser() -> argparse.ArgumentParser:
-    parser = _Parser(prog="rooflinesim", description="Roofline and speculative-decoding simulator for LLM inference")
-    sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
+class _RaisingParser(_Parser):
+    """explore's API parses a request with the command line's own parser: a usage error raises InputError with the
+    line the command line would print (after "rooflinesim: error: ") instead of exiting the server."""
+
+    def fail(self, message: str):
+        raise InputError(message)
+
+
+def build_parser(raising: bool = False) -> argparse.ArgumentParser:
+    parser_class = _RaisingParser if raising else _Parser
+    parser = parser_class(prog="rooflinesim",
+                          description="Roofline and speculative-decoding simulator for LLM inference")
+    sub = parser.add_subparsers(dest="command", required=True, parser_class=parser_class)
 
     p = sub.add_parser("predict", help="step times, roofline and memory fit for one workload")
     add_workload_arguments(p)
@@ -110,11 +126,23 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("list", help="list shipped hardware, models or acceptance presets")
     p.add_argument("what", choices=["hardware", "models", "acceptance"])
+    p.add_argument("--json", action="store_true", help="print the list as JSON")
     p.set_defaults(handler=cmd_list)
 
     from .acceptance import add_acceptance_parser  # the `acceptance` command and its subcommands
 
     add_acceptance_parser(sub)
+
+    p = sub.add_parser("explore", help="a local web page over predict, sweep and serve (the same answers)")
+    p.add_argument("--port", type=int, default=8765, help="TCP port (default 8765; 0: any free port)")
+    p.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1, this machine only)")
+    p.add_argument("--allow-remote", action="store_true",
+                   help="listen on a --host other machines can reach (the page has no login: anyone who reaches it "
+                        "can run pricing commands and read spec files this user can read)")
+    p.add_argument("--no-browser", action="store_true", help="print the URL only, do not open a browser")
+    p.add_argument("--calibration", default=None, help="measured profile YAML applied to every view (the page can "
+                                                       "override it per view)")
+    p.set_defaults(handler=cmd_explore)
 
     p = sub.add_parser("show", help="one hardware or model spec with its derived numbers")
     p.add_argument("name")
@@ -172,6 +200,17 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--k", type=int, default=None, help="--serve: drafts per step of the speculative run (default 2)")
     p.set_defaults(handler=cmd_validate)
     return parser
+
+
+def cmd_explore(args) -> int:
+    """The web server is handed the command line's parser and commands (explore sits left of cli in the layers and
+    never imports it): every API answer is parsed and priced by exactly the code behind `rooflinesim CMD --json`."""
+    from ..explore.server import run_server
+    from .api import CommandApi
+
+    api = CommandApi(lambda: build_parser(raising=True), calibration=args.calibration)
+    return run_server(api, host=args.host, port=args.port, allow_remote=args.allow_remote,
+                      open_browser=not args.no_browser)
 
 
 def _attach_negative_values(argv: list[str]) -> list[str]:

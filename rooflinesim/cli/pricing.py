@@ -8,22 +8,65 @@ from ..errors import InputError
 from ..units import parse_float_list
 from .arguments import deployment_options, print_warnings, speculation_options
 
+#: What a command prints with --json: its stdout text and its stderr lines (the warnings)
+CommandOutput = tuple[str, list[str]]
 
-def cmd_predict(args) -> int:
+
+def get_warning_lines(warnings) -> list[str]:
+    return [f"warning: {warning}" for warning in warnings]
+
+
+def print_output(output: CommandOutput) -> int:
+    text, stderr_lines = output
+    print(text)
+    for line in stderr_lines:
+        print(line, file=sys.stderr)
+    return 0
+
+
+def _predict(args):
     from ..pricing.predict import predict
-    from ..report import render_prediction, to_json
 
-    prediction = predict(
+    return predict(
         hw=args.hw, model=args.model, batch=args.batch, ctx=args.ctx, allow_long_context=args.allow_long_context,
         speculative=not args.no_speculation, alpha=args.alpha, alpha_per_position=args.alpha_per_position, k=args.k,
         **deployment_options(args), **speculation_options(args),
     )
+
+
+def get_predict_output(args) -> CommandOutput:
+    """What `predict --json` prints: the JSON on stdout, the warnings on stderr (explore's /api/predict too)."""
+    from ..report import to_json
+
+    prediction = _predict(args)
+    return to_json(prediction), get_warning_lines(prediction.warnings)
+
+
+def cmd_predict(args) -> int:
+    from ..report import render_prediction
+
     if args.json:
-        print(to_json(prediction))
-        print_warnings(prediction.warnings)
-    else:
-        render_prediction(prediction)
+        return print_output(get_predict_output(args))
+    render_prediction(_predict(args))
     return 0
+
+
+def get_sweep_result(args):
+    """The SweepResult of the sweep flags (the grid file, -o, is the caller's business)."""
+    from ..pricing.sweep import sweep
+    from ..units import parse_count_range, parse_int_range
+
+    return sweep(
+        hw=args.hw, model=args.model, batch=parse_count_range(args.batch), ctx=parse_count_range(args.ctx),
+        alpha=None if args.alpha is None else parse_float_list(args.alpha, "acceptance rate"), k=parse_int_range(args.k),
+        **deployment_options(args), **speculation_options(args),
+    )
+
+
+def get_sweep_output(args) -> CommandOutput:
+    """What `sweep --json` prints (without -o): break-even and schedules on stdout, warnings on stderr."""
+    result = get_sweep_result(args)
+    return result.to_json(include_grid=False), get_warning_lines(result.warnings)
 
 
 def cmd_sweep(args) -> int:
@@ -33,26 +76,19 @@ def cmd_sweep(args) -> int:
     from rich.table import Table
 
     from ..fileio import check_output_path
-    from ..pricing.sweep import sweep
-    from ..units import format_count, parse_count_range, parse_int_range
+    from ..units import format_count
 
     fmt = None
     if args.output:
         check_output_path(args.output, "sweep output (-o)")
         fmt = args.format or ("json" if args.output.endswith(".json") else "csv")
-    result = sweep(
-        hw=args.hw, model=args.model, batch=parse_count_range(args.batch), ctx=parse_count_range(args.ctx),
-        alpha=None if args.alpha is None else parse_float_list(args.alpha, "acceptance rate"), k=parse_int_range(args.k),
-        **deployment_options(args), **speculation_options(args),
-    )
+    result = get_sweep_result(args)
     if args.output:
         from ..pricing.gridio import write_grid
 
         write_grid(result, Path(args.output), fmt)
     if args.json:
-        print(result.to_json(include_grid=False))
-        print_warnings(result.warnings)
-        return 0
+        return print_output((result.to_json(include_grid=False), get_warning_lines(result.warnings)))
     console = Console(width=140)
     table = Table(title=f"Where speculation stops paying: {result.model} on {result.hardware}, draft {result.draft}")
     for column in ("context", "alpha", "break-even batch", "best k @ b=1", "speedup @ b=1", "vLLM disable at / k",
@@ -73,19 +109,17 @@ def cmd_sweep(args) -> int:
     return 0
 
 
-def cmd_serve(args) -> int:
-    import json
-
-    from rich.console import Console
-
+def _serve(args) -> dict:
+    """Run `serve` for these flags: {"scenario", "emitted": (config, header)} with --emit-config, else {"scenario",
+    "rows", "crossovers"} (with -o the one run's request log is written too)."""
     from ..fileio import check_output_path, write_text_atomic
     from ..scenario.builder import build_scenario
     from ..scenario.inputs import check_positive_int
     from ..serve import ServeConfig, parse_policies, simulate
-    from ..serve.rates import WorkloadSpec, get_crossovers, parse_rates, run_rate_sweep
-    from ..serve.render import render_rate_sweep
-    from ..serve.uncertainty import get_summary_interval
+    from ..serve.engine import get_policy_k_bound
     from ..serve.guard import check_workload_work
+    from ..serve.rates import WorkloadSpec, get_crossovers, parse_concurrencies, parse_rates, run_rate_sweep
+    from ..serve.uncertainty import get_summary_interval
     from ..serve.workload import LengthDistribution, check_cv
 
     if args.output:
@@ -107,16 +141,10 @@ def cmd_serve(args) -> int:
         from ..serve.engine_configs import emit_engine_config, get_config_header
 
         context = workload.prompt.typical_tokens + workload.output.typical_tokens // 2
-        print(emit_engine_config(scenario, args.emit_config, config, context))
-        if args.emit_config == "vllm":  # JSON carries no comment: its provenance goes to stderr
-            print(get_config_header(scenario, context), file=sys.stderr)
-        print_warnings(scenario.warnings)
-        return 0
-    from ..serve.engine import get_policy_k_bound
-
+        header = get_config_header(scenario, context) if args.emit_config == "vllm" else None
+        return {"scenario": scenario,
+                "emitted": (emit_engine_config(scenario, args.emit_config, config, context), header)}
     policies = [p.name for p in parse_policies(args.policy, get_policy_k_bound(scenario))]
-    from ..serve.rates import parse_concurrencies
-
     concurrencies = None
     if args.concurrency is not None:
         if args.rate is not None:
@@ -148,13 +176,32 @@ def cmd_serve(args) -> int:
                               args.dask, args.workers, concurrencies)
     if args.baseline not in policies + ["off"]:
         raise InputError(f"--baseline {args.baseline} is none of the policies run ({', '.join(policies)})")
-    crossovers = get_crossovers(rows, args.baseline)
-    if args.json:
-        print(json.dumps({"runs": rows, "crossovers": crossovers}, indent=1))
-        print_warnings(scenario.warnings)
-        return 0
+    return {"scenario": scenario, "rows": rows, "crossovers": get_crossovers(rows, args.baseline)}
+
+
+def get_serve_output(args) -> CommandOutput:
+    """What `serve --json`, or `serve --emit-config ENGINE`, prints: stdout text and stderr lines."""
+    import json
+
+    run = _serve(args)
+    warnings = get_warning_lines(run["scenario"].warnings)
+    if "emitted" in run:
+        config, header = run["emitted"]  # JSON carries no comment: vLLM's provenance goes to stderr
+        return config, ([header] if header is not None else []) + warnings
+    return json.dumps({"runs": run["rows"], "crossovers": run["crossovers"]}, indent=1), warnings
+
+
+def cmd_serve(args) -> int:
+    from rich.console import Console
+
+    from ..serve.render import render_rate_sweep
+
+    if args.emit_config or args.json:
+        return print_output(get_serve_output(args))
+    run = _serve(args)
+    rows, scenario = run["rows"], run["scenario"]
     console = Console(width=160)
-    render_rate_sweep(rows, crossovers, console, f"{rows[0]['model']} on {rows[0]['hardware']}"
+    render_rate_sweep(rows, run["crossovers"], console, f"{rows[0]['model']} on {rows[0]['hardware']}"
                       f" (tp {scenario.workload.tensor_parallel}), draft {scenario.drafter.name}")
     if args.output:
         console.print(f"per-request log written to {args.output}")

@@ -6,6 +6,33 @@ from __future__ import annotations
 from ..units import GIGA
 
 
+def get_list_output(args) -> tuple[str, list[str]]:
+    """What `list WHAT --json` prints: one object per shipped spec or preset, SI units (explore's /api/list too)."""
+    import json
+
+    from ..specs.registry import get_short_name, list_hardware, list_models
+
+    if args.what == "hardware":
+        rows = [{"name": get_short_name(hw), "full_name": hw.name, "aliases": list(hw.aliases),
+                 "peak_flops_per_s_bf16": hw.get_peak_flops_per_s("bf16"),
+                 "bandwidth_bytes_per_s": hw.memory_bandwidth_bytes_per_s,
+                 "memory_capacity_bytes": hw.memory_capacity_bytes,
+                 "ridge_point_flops_per_byte_bf16": hw.get_ridge_point_flops_per_byte("bf16")} for hw in list_hardware()]
+    elif args.what == "models":
+        rows = [{"name": get_short_name(m), "full_name": m.name, "aliases": list(m.aliases), "params": m.params,
+                 "num_layers": m.num_layers, "hidden_size": m.hidden_size,
+                 "num_attention_heads": m.num_attention_heads, "num_kv_heads": m.num_kv_heads,
+                 "max_context_tokens": m.max_context_tokens} for m in list_models()]
+    else:
+        from ..acceptance.presets import list_presets
+
+        rows = [{"name": p.name, "method": p.method, "target": p.target, "draft": p.draft, "task": p.task,
+                 "shape": p.shape, "k": p.k, "temperature": p.temperature, "engine": p.engine,
+                 "expected_tokens": p.to_measured().expected_tokens, "confidence": p.source.confidence,
+                 "source_url": p.source.url} for p in list_presets()]
+    return json.dumps(rows, indent=1, allow_nan=False), []
+
+
 def cmd_list(args) -> int:
     from rich.console import Console
     from rich.table import Table
@@ -13,6 +40,10 @@ def cmd_list(args) -> int:
     from ..specs.registry import get_short_name, list_hardware, list_models
     from ..units import format_bytes, format_count, format_rate
 
+    if args.json:
+        from .pricing import print_output
+
+        return print_output(get_list_output(args))
     table = Table()
     if args.what == "acceptance":
         from .acceptance import print_presets

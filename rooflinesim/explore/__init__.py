@@ -1,0 +1,1 @@
+"""`rooflinesim explore`: a local web page over predict, sweep and serve; see server.py and docs/explore.md."""
