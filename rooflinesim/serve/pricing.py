@@ -95,7 +95,7 @@ class TokenTables:
         t = np.arange(1, max_tokens + 1)
         step = get_workload_step(hw, model, workload, t, timing, 0, 1)
         body = _sum_ops(step, lambda op: op.kind not in ATTENTION_KINDS and op.name not in HEAD_OPS)
-        body = np.concatenate([[0.0], np.broadcast_to(body + step.step_overhead_s, t.shape)])
+        body = np.concatenate([[0.0], np.broadcast_to(body + step.step_overhead_s + step.engine_s, t.shape)])
         head = np.concatenate([[0.0], np.broadcast_to(_sum_ops(step, lambda op: op.name in HEAD_OPS), t.shape)])
         context = get_context_grid(max_context)
         chunks = get_geometric_grid(max_tokens, 16)
