@@ -38,6 +38,8 @@ def render_prediction(prediction: Prediction, console=None) -> None:
         f"timing model: {hw['timing_model']}"
         + (f" (profile {hw['calibration_profile']})" if hw.get("calibration_profile") else "")
     )
+    console.print(f"[bold]Engine[/] {d['engine']}" + (" (bare kernels: no launch, host or speculative costs)"
+                                                      if d["engine"] == "ideal" else ""))
     console.print(
         f"[bold]Model[/] {model['name']}: {model['params'] / GIGA:.2f} B params, "
         f"{format_bytes(model['weight_bytes'])} of {w['weight_dtype']} weights, "

@@ -13,6 +13,7 @@ from .ops.op_cost import OpCost
 from .ops.step_ops import get_activation_bytes, get_kv_cache_bytes, get_step_ops
 from .units import DEFAULT_QUANT_GROUP_SIZE
 from .timing import Z90, DatasheetTiming, OpTime, RelativeSigmas, TimingModel, get_op_family, get_op_time
+from .timing.engine import get_engine_ops_s, get_engine_step_s
 from .specs.hardware import HardwareSpec
 from .errors import InputError
 from .specs.model import ModelSpec
@@ -27,12 +28,15 @@ class StepCost:
     expected: list[OpTime]
     roofline: list[OpTime]
     tokens: np.ndarray  # new tokens in the step (B x q)
-    step_overhead_s: float
+    step_overhead_s: float  # the timing model's per-step dispatch
     sigmas: RelativeSigmas | None = None  # a measured model's relative errors; None: no interval (datasheet)
+    #: what the engine adds to the step (`timing.engine`): kernel launches in its mode + the host time it waits for
+    #: (0 under the ideal engine)
+    engine_s: np.ndarray | float = 0.0
 
     @property
     def step_time_s(self) -> np.ndarray:
-        return sum(t.time_s for t in self.expected) + self.step_overhead_s
+        return sum(t.time_s for t in self.expected) + self.step_overhead_s + self.engine_s
 
     # --- the prediction interval ---------------------------------------------------------------------------------
     # An op's `count` instances (the same projection in every layer) are priced by the same table point or fit, so
@@ -175,24 +179,29 @@ def get_step_cost(
     sol = DatasheetTiming.speed_of_light(hw)
     link_fraction = hw.efficiency.interconnect_fraction
     tokens = np.asarray(batch, dtype=float) * np.asarray(new_tokens, dtype=float)
+    expected = [get_op_time(timing, hw, op, activation_dtype, link_fraction) for op in ops]
+    step_overhead_s = timing.get_step_overhead_s(model.num_layers, activation_dtype)
+    work_s = sum(t.time_s for t in expected) + step_overhead_s
     return StepCost(
         ops=ops,
-        expected=[get_op_time(timing, hw, op, activation_dtype, link_fraction) for op in ops],
+        expected=expected,
         roofline=[get_op_time(sol, hw, op, activation_dtype) for op in ops],
         tokens=tokens,
-        step_overhead_s=timing.get_step_overhead_s(model.num_layers, activation_dtype),
+        step_overhead_s=step_overhead_s,
         sigmas=timing.get_relative_sigmas(activation_dtype),
+        engine_s=get_engine_step_s(timing, model.num_layers, batch, new_tokens, work_s),
     )
 
 
 def get_ops_time_s(hw: HardwareSpec, ops: list[OpCost], activation_dtype: str, timing: TimingModel,
-                   num_layers: int = 1) -> np.ndarray:
+                   num_layers: int = 1, batch=1) -> np.ndarray:
     """Expected time of a bare op list (a draft head's) run as one forward of `num_layers` layers: its ops priced
-    like a step's, plus the timing model's per-step dispatch overhead."""
+    like a step's, plus the timing model's per-step dispatch overhead and the engine's launches (at `batch`)."""
     timing = timing.for_step(ops)
     link_fraction = hw.efficiency.interconnect_fraction
     total = sum((get_op_time(timing, hw, op, activation_dtype, link_fraction).time_s for op in ops), np.asarray(0.0))
-    return total + timing.get_step_overhead_s(num_layers, activation_dtype)
+    return (total + timing.get_step_overhead_s(num_layers, activation_dtype)
+            + get_engine_ops_s(timing, ops, num_layers, batch))
 
 
 @dataclass(frozen=True)

@@ -11,6 +11,10 @@ from rooflinesim.scenario.builder import build_scenario
 from rooflinesim.specs.hardware import HardwareSpec
 from rooflinesim.timing.collectives import get_collective_algorithm, get_collective_parts
 
+# numbers of the bare-kernel model (hand-computed or checked against published rows before engine profiles):
+# priced with engine "ideal" (tests/conftest.py)
+pytestmark = pytest.mark.usefixtures("ideal_engine")
+
 NVLINK = ("a100", "h100", "h200", "b200", "mi300x")
 
 

@@ -20,6 +20,10 @@ import pytest
 from rooflinesim.scenario.builder import build_scenario
 from rooflinesim.serve import LengthDistribution, ServeConfig, generate_requests, simulate
 
+# numbers of the bare-kernel model (hand-computed or checked against published rows before engine profiles):
+# priced with engine "ideal" (tests/conftest.py)
+pytestmark = pytest.mark.usefixtures("ideal_engine")
+
 FIXTURE = Path(__file__).resolve().parent / "data" / "serve-golden.json"
 SUMMARY_FIELDS = ("duration_s", "mean_batch", "max_batch", "mean_in_system", "mean_kv_occupancy", "peak_kv_occupancy",
                   "kv_blocks", "preemptions", "steps", "mean_k")

@@ -26,6 +26,9 @@ def add_deployment_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--memory-reserve-gib", default=None,
                    help="memory held beyond weights, KV and step activations: CUDA context, workspaces, graphs, "
                         "prefill activations (GiB, default 3)")
+    p.add_argument("--engine", default=None,
+                   help="engine profile whose launch, host and speculative costs are priced: vllm-v1 (default), "
+                        "sglang, trtllm, gpt-fast, ideal (bare kernels), or a YAML path (docs/engines.md)")
     p.add_argument("--sampling", action="store_true",
                    help="price what an engine runs after each forward pass: the sampler over the logits and, when "
                         "speculating, the acceptance rule (default: bare forward passes)")
@@ -83,7 +86,7 @@ def deployment_options(args) -> dict:
                 attention=args.attention, calibration=args.calibration, tp=args.tp, draft_tp=args.draft_tp,
                 quant_group_size=args.quant_group_size, gpu_memory_utilization=args.gpu_memory_utilization,
                 memory_reserve_bytes=_gib_to_bytes(args.memory_reserve_gib), quant_kernel=args.quant_kernel,
-                sampling=args.sampling)
+                sampling=args.sampling, engine=args.engine)
 
 
 def _gib_to_bytes(value):

@@ -90,7 +90,8 @@ def cmd_sweep(args) -> int:
     if args.json:
         return print_output((result.to_json(include_grid=False), get_warning_lines(result.warnings)))
     console = Console(width=140)
-    table = Table(title=f"Where speculation stops paying: {result.model} on {result.hardware}, draft {result.draft}")
+    table = Table(title=f"Where speculation stops paying: {result.model} on {result.hardware}, draft {result.draft}, "
+                        f"engine {result.engine}")
     for column in ("context", "alpha", "break-even batch", "best k @ b=1", "speedup @ b=1", "vLLM disable at / k",
                    "TRT-LLM draft_len_schedule"):
         table.add_column(column, justify="right")
@@ -202,7 +203,8 @@ def cmd_serve(args) -> int:
     rows, scenario = run["rows"], run["scenario"]
     console = Console(width=160)
     render_rate_sweep(rows, run["crossovers"], console, f"{rows[0]['model']} on {rows[0]['hardware']}"
-                      f" (tp {scenario.workload.tensor_parallel}), draft {scenario.drafter.name}")
+                      f" (tp {scenario.workload.tensor_parallel}), draft {scenario.drafter.name}, engine "
+                      f"{scenario.engine_name}")
     if args.output:
         console.print(f"per-request log written to {args.output}")
     print_warnings(scenario.warnings, console)

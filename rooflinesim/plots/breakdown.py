@@ -42,7 +42,7 @@ def get_step_breakdown(step) -> dict[str, np.ndarray]:
         parts["activation traffic"] = (parts["activation traffic"]
                                        + memory_part * (op.act_read_bytes + op.act_write_bytes) / safe)
         parts["overhead"] = parts["overhead"] + np.asarray(t.overhead_s)
-    parts["overhead"] = parts["overhead"] + step.step_overhead_s
+    parts["overhead"] = parts["overhead"] + step.step_overhead_s + step.engine_s
     shape = np.shape(step.step_time_s)
     return {name: np.broadcast_to(np.asarray(v, dtype=float), shape).copy() for name, v in parts.items()}
 

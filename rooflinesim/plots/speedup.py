@@ -104,8 +104,8 @@ def plot_speedup_map(
         ticks = np.concatenate([np.linspace(norm.vmin, 1.0, 3), np.linspace(1.0, norm.vmax, 5)])
         bar.set_ticks(np.unique(np.round(ticks, 2)))
     w = scenario.workload
-    ax.set_title(f"{result.model} + draft {result.draft} on {result.hardware}{_tp_label(scenario)}: best speedup over "
-                 f"k = 1..{max(k_values)}\nalpha = {alpha_value:g}, weights {w.weight_dtype}, KV {w.kv_dtype}{note}",
+    ax.set_title(f"{result.model} + draft {result.draft} on {result.hardware}{_tp_label(scenario)}, engine "
+                 f"{scenario.engine_name}: best speedup over k = 1..{max(k_values)}\nalpha = {alpha_value:g}, weights {w.weight_dtype}, KV {w.kv_dtype}{note}",
                  fontsize=10)
     ax.legend(handles=handles, loc="upper center", bbox_to_anchor=(0.5, -0.12), ncol=len(handles), fontsize=8,
               frameon=False)
@@ -185,7 +185,7 @@ def plot_speedup_vs_k(
     ax.grid(True, alpha=0.3)
     ax.set_ylim(bottom=min(0.0 + 0.9 * float(np.min(result.speedup)), 0.9))
     ax.set_title(f"Speedup vs k: {result.model} + draft {result.draft} on {result.hardware}{_tp_label(scenario)}, "
-                 f"batch {batches[0]}, ctx {format_count(contexts[0])}, {scenario.workload.weight_dtype}", fontsize=10)
+                 f"engine {scenario.engine_name}, batch {batches[0]}, ctx {format_count(contexts[0])}, {scenario.workload.weight_dtype}", fontsize=10)
     return attach_warnings(fig, scenario)
 
 

@@ -47,6 +47,8 @@ class StepSummary:
     # the 90 % prediction interval of step_time_s (s) under a measured profile; None under the datasheet roofline
     step_time_s_low: float | None = None
     step_time_s_high: float | None = None
+    #: what the engine adds beyond the ops: kernel launches in its mode + the host time it waits for (0: ideal)
+    engine_s: float = 0.0
 
     @classmethod
     def from_step(cls, step: StepCost, new_tokens: int, context_tokens: int) -> "StepSummary":
@@ -69,6 +71,7 @@ class StepSummary:
             context_tokens=context_tokens,
             step_time_s_low=None if step.sigmas is None else _scalar(step.step_time_s_low),
             step_time_s_high=None if step.sigmas is None else _scalar(step.step_time_s_high),
+            engine_s=_scalar(np.asarray(step.engine_s, dtype=float)),
         )
 
 
@@ -127,10 +130,16 @@ class Prediction:
     speculative: SpeculativeResult | None = None  # when the scenario has a drafter
     scenario: Scenario | None = None
 
+    @property
+    def engine(self) -> str:
+        """The engine profile whose costs priced the steps ('ideal': bare kernels; docs/engines.md)."""
+        return self.scenario.engine_name if self.scenario is not None else "ideal"
+
     def to_dict(self) -> dict:
         hw, model, w = self.hardware, self.model, self.workload
         compute_dtype = hw.get_compute_dtype(w.compute_dtype)
         out = {
+            "engine": self.engine,
             "hardware": {
                 "name": hw.name,
                 "short_name": get_short_name(hw),

@@ -25,6 +25,7 @@ from ..scenario.drafting import get_self_draft_context, get_self_draft_model, ge
 from ..ops.sections import get_acceptance_rule_ops, get_sampler_ops
 from ..step import StepCost, get_ops_time_s, get_ratio_rel_sigma, get_rel_sigma, get_workload_step
 from ..timing import Z90, TimingModel, get_op_time
+from ..timing.engine import EngineTiming, with_role
 
 
 def get_all_accepted_probability(k, alpha=None, alpha_per_position=None):
@@ -54,11 +55,13 @@ def get_speedup(expected_tokens, target_decode_time_s, speculative_step_time_s):
 
 
 def get_draft_step_time_s(scenario: Scenario, timing: TimingModel, batch, context_tokens, target_decode=None,
-                          new_tokens=1, tree_width=1, first_step=False):
+                          new_tokens=1, tree_width=1, first_step=False, launch_batch=None):
     """Time of one draft decode step per the drafter kind, at the given batch and context (arrays broadcast); a draft
     model's step may read `new_tokens` tokens (the first step of a loop that re-reads the last two committed ones).
     `tree_width`: tokens per sequence of a tree's draft step (each needs its logits, for its top-k children); a
-    model drafter reads each sequence's KV once for them, a head is priced at batch x width."""
+    model drafter reads each sequence's KV once for them, a head is priced at batch x width.
+    `launch_batch`: the batch whose CUDA graph a head's pass replays (default `batch`; the draft-extend pass runs
+    k + 1 rows per sequence in the graph captured for the batch of sequences)."""
     drafter = scenario.drafter
     if drafter.kind == "model":
         if tree_width > 1:
@@ -82,8 +85,9 @@ def get_draft_step_time_s(scenario: Scenario, timing: TimingModel, batch, contex
     if w.sampling:  # the head's draft token is sampled from its logits like a model's
         rest = rest + get_sampler_ops(scenario.model, batch)
     hw, dtype = scenario.hardware, w.activation_dtype
-    layer_time = get_ops_time_s(hw, layer, dtype, timing, 1) if layer else 0.0
-    rest_time = get_ops_time_s(hw, rest, dtype, timing, 0)
+    graph_batch = batch if launch_batch is None else launch_batch
+    layer_time = get_ops_time_s(hw, layer, dtype, timing, 1, graph_batch) if layer else 0.0
+    rest_time = get_ops_time_s(hw, rest, dtype, timing, 0, graph_batch)
     shape = np.broadcast(np.asarray(batch), np.asarray(context_tokens)).shape
     return np.broadcast_to(drafter.head_layer_fraction * layer_time + rest_time, shape)
 
@@ -162,6 +166,26 @@ def get_acceptance_rule_time_s(scenario: Scenario, timing: TimingModel, batch, k
     return np.where(np.asarray(k) > 0, time, 0.0)  # its per-call cost too: k = 0 runs no rule
 
 
+def get_engine_extras_s(scenario: Scenario, timing: TimingModel, batch, context_tokens, k) -> np.ndarray | float:
+    """What the scenario's engine adds to a speculative iteration beyond k draft forwards and the verify (0 at
+    k = 0 and under the ideal engine): an EAGLE-style head's draft-extend pass over the k + 1 verified rows of each
+    sequence (`speculative.draft_extend`) and the tree / verify / sampling / rejection kernels
+    (`speculative.extra_kernels`) at the verify's launch cost. The host part (proposer / scorer sync, accepting
+    tokens, the overlap scheduler switched off) is priced on the verify step itself (`timing.engine`)."""
+    engine = scenario.engine
+    if engine is None or engine.is_ideal or not isinstance(timing, EngineTiming):
+        return 0.0
+    spec, kk = engine.speculative, np.asarray(k)
+    extra = np.asarray(0.0)
+    if spec.draft_extend and scenario.drafter.kind not in ("model", "ngram"):
+        rows = np.asarray(batch) * (kk + 1)
+        extra = extra + get_draft_step_time_s(scenario, with_role(timing, "inner"), rows, context_tokens,
+                                              launch_batch=batch)
+    if spec.extra_kernels:
+        extra = extra + timing.get_launch_s(spec.extra_kernels, batch, kk + 1)
+    return np.where(kk > 0, extra, 0.0)
+
+
 def _scaled_families(families: dict, scale) -> dict:
     return {f: t * scale for f, t in families.items()}
 
@@ -204,11 +228,11 @@ def _loop_timings(scenario: Scenario, decode) -> tuple[TimingModel, TimingModel]
     is priced with the other's weights co-resident (a timing model without caches returns itself)."""
     timing = scenario.timing
     if scenario.drafter.kind != "model":
-        return timing, timing
+        return with_role(timing, "inner"), with_role(timing, "speculative")
     draft_bytes = get_workload_step(scenario.hardware, scenario.drafter.model, scenario.draft_workload, 1, timing,
                                     1, 1).weight_bytes
-    return (timing.with_co_resident(float(np.max(decode.weight_bytes))),
-            timing.with_co_resident(float(np.max(draft_bytes))))
+    return (with_role(timing.with_co_resident(float(np.max(decode.weight_bytes))), "inner"),
+            with_role(timing.with_co_resident(float(np.max(draft_bytes))), "speculative"))
 
 
 def price_speculation(scenario: Scenario, batch=None, context_tokens=None, k=None, alpha=None) -> SpeculativeGrid:
@@ -228,7 +252,7 @@ def price_speculation(scenario: Scenario, batch=None, context_tokens=None, k=Non
     # between); the next k - 1 follow a draft step, so the draft's own weights may still be cached
     cold = get_draft_step_time_s(scenario, draft_timing, batch, context_tokens, decode,
                                  new_tokens=scenario.draft_first_step_tokens, first_step=True)
-    warm = get_draft_step_time_s(scenario, scenario.timing, batch, context_tokens, decode)
+    warm = get_draft_step_time_s(scenario, with_role(scenario.timing, "inner"), batch, context_tokens, decode)
     draft = (cold + np.maximum(k - 1, 0) * warm) / np.maximum(k, 1)
     tree = scenario.tree
     if tree is not None:  # depth draft forwards at their widths, spread over the k tree tokens (step = k x draft + ..)
@@ -243,7 +267,7 @@ def price_speculation(scenario: Scenario, batch=None, context_tokens=None, k=Non
     verify = np.maximum(verify, target_decode)
     verify = np.where(k > 0, verify, target_decode)  # k = 0: plain decoding, no draft in the caches
     rule = get_acceptance_rule_time_s(scenario, verify_timing, batch, k)  # 0 at k = 0 and without --sampling
-    verify = verify + rule
+    verify = verify + rule + get_engine_extras_s(scenario, verify_timing, batch, context_tokens, k)
     if tree is not None:
         expected = get_tree_expected_tokens(tree, k, alpha, per_position)
     else:

@@ -40,6 +40,7 @@ class SweepResult:
     tensor_parallel: int = 1
     draft_tensor_parallel: int | None = None
     warnings: tuple[str, ...] = ()
+    engine: str = "ideal"  # the engine profile whose costs priced the grid (docs/engines.md)
 
     @property
     def n_points(self) -> int:
@@ -145,7 +146,7 @@ class SweepResult:
 
     def to_dict(self, include_grid: bool = True) -> dict:
         out = {
-            "hardware": self.hardware, "model": self.model, "draft": self.draft,
+            "hardware": self.hardware, "model": self.model, "draft": self.draft, "engine": self.engine,
             "tensor_parallel": self.tensor_parallel, "draft_tensor_parallel": self.draft_tensor_parallel,
             "warnings": list(self.warnings),
             "batch": self.batch.tolist(), "context_tokens": self.context_tokens.tolist(),
@@ -214,4 +215,5 @@ def sweep_scenario(scenario: Scenario) -> SweepResult:
         tensor_parallel=scenario.workload.tensor_parallel,
         draft_tensor_parallel=None if scenario.draft_workload is None else scenario.draft_workload.tensor_parallel,
         warnings=scenario.warnings,
+        engine=scenario.engine_name,
     )

@@ -26,6 +26,8 @@ from ..specs.workload import Workload
 from ..step import MemoryFit, check_tensor_parallel, get_memory_fit
 from ..timing import DatasheetTiming, TimingModel, get_timing_model
 from ..timing.quant_kernels import get_quant_kernel
+from ..timing.engine import with_engine
+from ..specs.engine import EngineSpec
 from ..units import DEFAULT_QUANT_GROUP_SIZE, GIGA, format_count
 
 from ..acceptance.trees import TreeShape
@@ -39,6 +41,7 @@ from .inputs import (
     check_draft_first_step_tokens, check_k, check_positive_int, resolve_acceptance, resolve_acceptance_source,
     resolve_drafter, resolve_dtypes, resolve_memory_options, resolve_quant_kernel,
 )
+from .inputs import resolve_engine
 
 
 @dataclass(frozen=True)
@@ -67,6 +70,14 @@ class Scenario:
     #: a draft tree (`acceptance.trees.TreeShape`; None: a chain). With one, k counts the tree's verified draft tokens
     #: (SGLang's speculative_num_draft_tokens - 1) and the acceptance rates are top-1 rates per depth
     tree: TreeShape | None = None
+    #: the engine whose per-iteration costs `timing` carries (`timing.engine`); None only for a Scenario built by
+    #: hand, which then prices bare kernels like the ideal engine
+    engine: EngineSpec | None = None
+
+    @property
+    def engine_name(self) -> str:
+        """The engine this scenario prices, as outputs name it ('ideal' for bare kernels)."""
+        return "ideal" if self.engine is None else self.engine.short_name
 
     @property
     def usable_memory_bytes(self) -> float:
@@ -207,6 +218,7 @@ def build_scenario(
     tree=None,
     draft_kv_budget=None,
     draft_layer_fraction=None,
+    engine=None,
 ) -> Scenario:
     """Resolve every user input into one Scenario (see the module docstring).
 
@@ -225,7 +237,9 @@ def build_scenario(
     ('steps,topk,num_draft_tokens' as SGLang's flags, a JSON list of Medusa paths, or a `TreeShape`): k then counts
     the tree's draft tokens, and the acceptance rates are its top-1 rates per depth (see `scenario.drafting`).
     `drafter='self'` drafts with the target itself, reading at most `draft_kv_budget` KV tokens and/or running
-    `draft_layer_fraction` of its layers; its weights are the target's (counted once).
+    `draft_layer_fraction` of its layers; its weights are the target's (counted once). `engine` (a name, alias, path
+    or EngineSpec; default DEFAULT_ENGINE, vLLM V1) adds that engine's launch, host and speculative costs to every
+    step (docs/engines.md); 'ideal' prices bare kernels.
     """
     warnings: list[str] = []
     for name, flag in (("allow_long_context", allow_long_context), ("speculative", speculative),
@@ -264,12 +278,22 @@ def build_scenario(
     warnings += kernel_warnings
     if kernel is not None and isinstance(timing, DatasheetTiming):
         timing = timing.with_quant_kernel(get_quant_kernel(kernel, weight))
+    engine_spec = resolve_engine(engine)
+    if hw_spec.kind != "gpu" and not engine_spec.is_ideal:
+        # engine profiles describe GPU serving engines (CUDA graphs, kernel launches): a CPU, TPU or ASIC is priced
+        # by its own spec alone
+        if engine is not None:
+            warnings.append(f"engine {engine_spec.short_name} describes a GPU engine: {hw_spec.name} ({hw_spec.kind}) "
+                            "is priced with engine ideal (bare kernels)")
+        engine_spec = resolve_engine("ideal")
+    timing = with_engine(timing, engine_spec)
     utilization, reserve = resolve_memory_options(gpu_memory_utilization, memory_reserve_bytes, hw_spec)
     scenario = Scenario(hw_spec, model_spec, workload, batch_axis, context_axis, timing,
                         k_values=np.asarray([0]), extra_draft_pass=bool(extra_draft_pass),
                         draft_first_step_tokens=check_draft_first_step_tokens(draft_first_step_tokens,
                                                                               extra_draft_pass),
-                        gpu_memory_utilization=utilization, memory_reserve_bytes=reserve, quant_kernel=kernel)
+                        gpu_memory_utilization=utilization, memory_reserve_bytes=reserve, quant_kernel=kernel,
+                        engine=engine_spec)
     tree_shape = resolve_tree(tree)
     if tree_shape is not None and not speculative:
         raise InputError("a draft tree needs speculation on")

@@ -49,6 +49,10 @@ DEFAULT_GPU_MEMORY_UTILIZATION = 0.9
 #: a max-size prefill chunk ("PyTorch activation peak memory 1.26GiB"): vLLM serving Llama-3-8B on an H100
 #: (vllm-project/vllm PR #10511, 2024-12-14). 3 GiB, the sum rounded.
 DEFAULT_MEMORY_RESERVE_BYTES = 3 * (1 << 30)
+#: The engine every command prices unless told otherwise (`engines/*.yaml`, docs/engines.md): vLLM V1, the engine
+#: `serve`'s scheduler follows and the most deployed open engine. `ideal` prices bare kernels (the model before
+#: engine profiles); every output names the engine it priced.
+DEFAULT_ENGINE = "vllm-v1"
 
 
 @dataclass(frozen=True)
@@ -317,3 +321,20 @@ def check_draft_first_step_tokens(value, extra_draft_pass: bool) -> int:
         raise InputError("a two-token first draft step and the extra draft pass both catch up after k accepted "
                          "drafts: choose one")
     return int(value)
+
+
+def resolve_engine(engine):
+    """The EngineSpec for a name, alias, path or spec (None: DEFAULT_ENGINE); an unknown name is a one-line error
+    that suggests close ones (`specs.registry.load_engine`)."""
+    from ..specs.base import SpecError
+    from ..specs.registry import load_engine
+
+    if engine is None:
+        engine = DEFAULT_ENGINE
+    if not isinstance(engine, str) and not hasattr(engine, "launch"):
+        raise InputError(f"engine must be a name such as {DEFAULT_ENGINE!r}, got {engine!r}")
+    try:
+        return load_engine(engine)
+    except SpecError as exc:
+        raise InputError(str(exc).replace("(run 'rooflinesim list engines')", "(see engines/ or docs/engines.md)")
+                         ) from None

@@ -37,6 +37,8 @@ from .workload import Requests
 DEFAULT_MAX_NUM_SEQS = 256  # vLLM's default max_num_seqs
 DEFAULT_MAX_NUM_BATCHED_TOKENS = 8192  # vLLM V1's default for online serving with chunked prefill
 DEFAULT_BLOCK_SIZE = 16  # vLLM's default KV block size (tokens)
+#: per-step decay of the recent prefill / decode time an on-demand policy weighs speculation against (~100 steps)
+RECENT_DECAY = 0.99
 
 
 @dataclass(frozen=True)
@@ -89,6 +91,21 @@ def _acceptance_rates(scenario: Scenario, max_k: int):
     if len(acceptance.alphas) != 1:
         raise InputError("serve takes one acceptance rate (--alpha) or per-position rates, not a list")
     return np.full(max_k, acceptance.alphas[0])
+
+
+def _speculation_pays_catch_up(pricer, k: int, batch: int, context: float, missing: np.ndarray, computed: np.ndarray,
+                               remaining: np.ndarray) -> bool:
+    """Whether an on-demand draft model should catch up on the `missing` tokens to speculate with k drafts: the time
+    speculation saves over the batch's remaining tokens (decode step at k = 0 minus the speculative step per committed
+    token, over the mean remaining output) must exceed one prefill of what the draft missed."""
+    if not missing.any():
+        return True
+    times = pricer.get_decode_step_s(batch, context)
+    saved_per_step = times[0] - times[k] / float(pricer.expected_tokens[k])
+    if saved_per_step <= 0:
+        return False
+    catch_up = pricer.get_draft_catch_up_s((computed - missing).tolist(), missing.tolist())
+    return saved_per_step * float(np.mean(remaining)) > catch_up
 
 
 def _apply_decode_run(plan: DecodeRun, dec, now, free_blocks, total_blocks, computed, generated, blocks, last_emit_s,
@@ -148,6 +165,10 @@ def simulate(scenario: Scenario, requests: Requests, policy: Policy | str, confi
     rng = np.random.default_rng(config.seed)
     rates = _acceptance_rates(scenario, policy.max_k)
     draft_prefills = policy.deployed and scenario.drafter is not None and scenario.drafter.kind == "model"
+    on_demand = draft_prefills and policy.draft_on_demand
+    policy.saturated, policy.prefill_per_decode = False, 0.0
+    recent_prefill_s, recent_decode_s = 0.0, 1e-12  # decayed sums of the steps' prefill and decode time
+    speculating = True  # an on-demand draft prefills prompts while the last decode decision drafted
 
     n = requests.count
     closed = concurrency is not None
@@ -165,6 +186,7 @@ def simulate(scenario: Scenario, requests: Requests, policy: Policy | str, confi
     last_emit_s = np.zeros(n)
     preemptions = np.zeros(n, dtype=np.int64)
     prefilling = np.ones(n, dtype=bool)
+    draft_missing = np.zeros(n, dtype=np.int64)  # tokens an on-demand draft model has not processed (policies.py)
 
     running: list[int] = []  # in admission order (the last one is preempted first)
     waiting: deque[int] = deque()
@@ -186,14 +208,22 @@ def simulate(scenario: Scenario, requests: Requests, policy: Policy | str, confi
             in_prefill = prefilling[run]
             all_dec, all_pre = run[~in_prefill], run[in_prefill]
             membership_changed = False
-        if all_dec.size and not all_pre.size and not waiting and policy.plannable:  # fast path: a run of decodes
-            remaining = output[all_dec] - generated[all_dec]
+        catching_up = on_demand and bool(all_dec.size) and bool(draft_missing[all_dec].any())
+        if all_dec.size and not all_pre.size and not waiting and policy.plannable and not catching_up:
+            remaining = output[all_dec] - generated[all_dec]  # fast path: a run of decodes
             plan = plan_decode_run(computed[all_dec], remaining, blocks[all_dec], free_blocks, now,
                                    float(arrival[next_arrival]) if next_arrival < n else np.inf,
                                    policy, pricer, rng, rates, bs, budget_total)
             if plan is not None:
                 now, free_blocks, committed = _apply_decode_run(plan, all_dec, now, free_blocks, total_blocks, computed,
                                                                 generated, blocks, last_emit_s, itl_chunks, trace_rows)
+                if on_demand:
+                    speculating = plan.k > 0
+                    if plan.k == 0:  # the idle draft did not follow these tokens
+                        draft_missing[all_dec] += committed
+                    recent_prefill_s *= RECENT_DECAY ** plan.steps
+                    recent_decode_s = recent_decode_s * RECENT_DECAY ** plan.steps + float(plan.step_s.sum())
+                    policy.prefill_per_decode = recent_prefill_s / recent_decode_s
                 finished = all_dec[committed >= remaining]  # only at the run's last step
                 if finished.size:
                     finish_s[finished] = now
@@ -213,6 +243,10 @@ def simulate(scenario: Scenario, requests: Requests, policy: Policy | str, confi
             decode_context = float(np.add.reduce(computed[dec])) / dec.size
             k = policy.choose_k(int(dec.size), decode_context, pricer)
             k = int(min(k, budget_total // dec.size - 1))
+            if on_demand and k and not _speculation_pays_catch_up(pricer, k, int(dec.size), decode_context,
+                                                                  draft_missing[dec], computed[dec],
+                                                                  output[dec] - generated[dec]):
+                k = 0
         budget = budget_total - dec.size * (k + 1)
         chunk = pre
         if pre.size:  # prefills in progress, in admission order, take what is left of the budget
@@ -235,6 +269,7 @@ def simulate(scenario: Scenario, requests: Requests, policy: Policy | str, confi
             blocks[victim] = 0
             target[victim] = prompt[victim] + generated[victim]
             computed[victim] = 0
+            draft_missing[victim] = 0
             prefilling[victim] = True
             preemptions[victim] += 1
             waiting.appendleft(victim)
@@ -275,8 +310,18 @@ def simulate(scenario: Scenario, requests: Requests, policy: Policy | str, confi
         pre_computed = computed[pre]
         prefilled = pre_computed + chunk
         finishing = prefilled >= target[pre]
+        if on_demand and dec.size:
+            speculating = k > 0
+        draft_step = draft_prefills and not (on_demand and (policy.saturated or not speculating))
         step_s = pricer.get_step_time_s(int(dec.size), decode_context, k, pre_computed.tolist(), chunk.tolist(),
-                                        int(np.count_nonzero(finishing)), draft_prefills)
+                                        int(np.count_nonzero(finishing)), draft_step)
+        if on_demand:
+            if pre.size and not draft_step:
+                draft_missing[pre] += chunk
+            if k and dec.size and draft_missing[dec].any():  # the draft catches up before it drafts again
+                missing = draft_missing[dec]
+                step_s += pricer.get_draft_catch_up_s((computed[dec] - missing).tolist(), missing.tolist())
+                draft_missing[dec] = 0
         end = now + step_s
         # prefill chunks: the ones that complete their prompt emit a token
         leaving = []  # requests that finish this step
@@ -320,6 +365,14 @@ def simulate(scenario: Scenario, requests: Requests, policy: Policy | str, confi
             running = [r for r in running if r not in gone]
         trace_rows.append((now, step_s, len(running) + finished.size, len(waiting), used_blocks, k,
                            budget_total - budget))
+        if on_demand:
+            policy.saturated = bool(waiting)  # requests left waiting after this step's admissions
+            decode_s = pricer.get_decode_time_s(int(dec.size), decode_context, k) if dec.size else 0.0
+            recent_decode_s = recent_decode_s * RECENT_DECAY + decode_s
+            recent_prefill_s = recent_prefill_s * RECENT_DECAY + max(step_s - decode_s, 0.0)
+            policy.prefill_per_decode = recent_prefill_s / max(recent_decode_s, 1e-12)
+            if not k and dec.size:
+                draft_missing[dec] += emitted
         now = end
 
     itl = np.concatenate(itl_chunks) if itl_chunks else np.zeros(0)

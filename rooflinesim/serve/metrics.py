@@ -48,6 +48,7 @@ class ServeResult:
     timeline: np.ndarray  # (steps, len(TIMELINE_COLUMNS))
     itl_s: np.ndarray
     warnings: tuple[str, ...] = field(default=())
+    engine: str = "ideal"  # the engine profile whose costs priced the steps (docs/engines.md)
 
     @classmethod
     def build(cls, scenario, policy, config, requests, first_token_s, finish_s, preemptions, timeline, itl_s,
@@ -56,7 +57,7 @@ class ServeResult:
                    scenario.drafter.name if scenario.drafter is not None and policy.deployed else None, policy.name,
                    config.max_num_seqs, config.max_num_batched_tokens, kv_blocks, requests.arrival_s,
                    requests.prompt_tokens, requests.output_tokens, first_token_s, finish_s, preemptions, timeline,
-                   itl_s, scenario.warnings)
+                   itl_s, scenario.warnings, getattr(scenario, "engine_name", "ideal"))
 
     @property
     def ttft_s(self) -> np.ndarray:
@@ -113,6 +114,7 @@ class ServeResult:
         t = self.timeline
         return {
             "hardware": self.hardware, "model": self.model, "draft": self.draft, "policy": self.policy,
+            "engine": self.engine,
             "requests": int(self.arrival_s.size), "offered_rate_per_s": float(self.arrival_s.size /
                                                                                 max(self.arrival_s.max(), 1e-12)),
             "duration_s": self.duration_s, "output_tokens_per_s": self.output_tokens_per_s,

@@ -13,6 +13,13 @@ number of decoding requests (the batch) and their mean cached context, as servin
 - `adaptive[:KMAX]`: the same argmax with the acceptance re-estimated online from the accept / reject outcomes the
   simulation samples (i.i.d. rate: accepted / attempted draft positions, starting from a prior of 0.5 worth
   ADAPTIVE_PRIOR_POSITIONS positions), so it needs no acceptance supplied up front.
+
+`dynamic` and `adaptive` never lose to their own options (`off` and every `fixed:k`), which the per-step argmax alone
+does not ensure: at saturation speculation takes token budget from the prompts waiting to be prefilled, and a
+deployed draft model prefills every prompt too, work `off` never does. So, at saturation (requests left waiting
+after the last step's admissions) they choose k = 0, and their draft model runs on demand: prompts are prefilled
+by the target alone while speculation is off, and the draft catches up on the tokens it missed (one prefill of
+them) when a step speculates again (`draft_on_demand`; serve/engine.py).
 """
 
 from __future__ import annotations
@@ -36,6 +43,14 @@ class Policy:
 
     name: str
     max_k: int
+    #: set by the simulator before each decision: requests were left waiting after the last step's admissions
+    #: (a class default, not a field: the fields stay positional as they were)
+    saturated = False
+    #: set by the simulator: recent prefill time / recent decode time (how much prefill work a draft model that
+    #: prefills every prompt would add, relative to the decodes speculation speeds up)
+    prefill_per_decode = 0.0
+    #: the draft model prefills and follows the target only while speculating, catching up when it resumes
+    draft_on_demand = False
     #: k is a function of the batch size alone (so a run of decode steps at one batch keeps one k)
     k_depends_on_batch_only = True
     #: the policy's decisions can be planned ahead over a run of decode steps (no state learnt from outcomes)
@@ -93,6 +108,7 @@ class DynamicPolicy(Policy):
     """argmax_k E(k) / step_time(batch, context, k) with E from the scenario's acceptance (cached per bucket)."""
 
     k_depends_on_batch_only = False
+    draft_on_demand = True
 
     _cache: dict = field(default_factory=dict, repr=False)
 
@@ -100,10 +116,13 @@ class DynamicPolicy(Policy):
         return pricer.expected_tokens[: self.max_k + 1]
 
     def choose_k(self, batch, context_tokens, pricer) -> int:
-        key = (batch, int(context_tokens) >> 4)
+        if self.saturated:  # speculation would take budget from the waiting prompts
+            return 0
+        load = round(self.prefill_per_decode, 1)
+        key = (batch, int(context_tokens) >> 4, load)
         if key not in self._cache:
             times = pricer.get_decode_step_s(batch, context_tokens)[: self.max_k + 1]
-            self._cache[key] = int(np.argmax(self.get_expected_tokens(pricer) / times))
+            self._cache[key] = _best_k(self.get_expected_tokens(pricer), times, pricer, load)
         return self._cache[key]
 
 
@@ -120,15 +139,24 @@ class AdaptivePolicy(DynamicPolicy):
     def alpha_estimate(self) -> float:
         return self.accepted / self.attempted
 
+    @property
+    def alpha_optimistic(self) -> float:
+        """The estimate plus one standard error's worth of doubt, 1 / sqrt(positions tried) (an upper confidence
+        bound): a policy that decided from the plain estimate of its prior could price speculation as not paying,
+        never draft, and so never learn that it does."""
+        return min(self.alpha_estimate + 1.0 / np.sqrt(self.attempted), 1.0)
+
     def get_expected_tokens(self, pricer) -> np.ndarray:
-        return get_expected_tokens(np.arange(self.max_k + 1), self.alpha_estimate)
+        return get_expected_tokens(np.arange(self.max_k + 1), self.alpha_optimistic)
 
     def choose_k(self, batch, context_tokens, pricer) -> int:
         # the estimate moves every step: re-decide from the cached step times (the argmax is over max_k + 1 values)
+        if self.saturated:
+            return 0
         key = (batch, int(context_tokens) >> 4)
         if key not in self._cache:
             self._cache[key] = pricer.get_decode_step_s(batch, context_tokens)[: self.max_k + 1]
-        return int(np.argmax(self.get_expected_tokens(pricer) / self._cache[key]))
+        return _best_k(self.get_expected_tokens(pricer), self._cache[key], pricer, self.prefill_per_decode)
 
     def observe(self, k: int, accepted: np.ndarray) -> None:
         if k == 0 or accepted.size == 0:
@@ -137,6 +165,15 @@ class AdaptivePolicy(DynamicPolicy):
         # all were accepted) -- the maximum-likelihood estimate of an i.i.d. rate from truncated chains
         self.accepted += float(accepted.sum())
         self.attempted += float(np.minimum(accepted + 1, k).sum())
+
+
+def _best_k(expected_tokens: np.ndarray, step_times_s: np.ndarray, pricer, prefill_per_decode: float = 0.0) -> int:
+    """argmax_k E(k) / T(k), where a k > 0 also pays for its draft model prefilling the prompts: the draft's prefill
+    cost relative to the target's x the recent prefill time per unit of decode time (0 for heads, and for a
+    decode-only load)."""
+    goodput = np.asarray(expected_tokens, dtype=float) / np.asarray(step_times_s, dtype=float)
+    goodput[1:] /= 1.0 + getattr(pricer, "draft_prefill_ratio", 0.0) * prefill_per_decode
+    return int(np.argmax(goodput))
 
 
 def _parse_k(text: str, what: str) -> int:

@@ -97,7 +97,7 @@ class TokenTables:
         t = np.arange(1, max_tokens + 1)
         step = get_workload_step(hw, model, workload, t, timing, 0, 1)
         body = _sum_ops(step, lambda op: op.kind not in ATTENTION_KINDS and op.name not in HEAD_OPS)
-        body = np.concatenate([[0.0], np.broadcast_to(body + step.step_overhead_s, t.shape)])
+        body = np.concatenate([[0.0], np.broadcast_to(body + step.step_overhead_s + step.engine_s, t.shape)])
         head = np.concatenate([[0.0], np.broadcast_to(_sum_ops(step, lambda op: op.name in HEAD_OPS), t.shape)])
         context = get_context_grid(max_context)
         chunks = get_geometric_grid(max_tokens, 16)
@@ -167,6 +167,10 @@ class StepPricer:
         self._batch_index = {b: i for i, b in enumerate(self._batch_list)}
         self._decode_lists = self.decode_step_s.tolist()  # [batch][context][k], for scalar lookups
         self._rows: dict = {}
+        #: what a deployed draft model's prefill adds to the target's, per prompt token (the draft's body / the
+        #: target's at the largest step): the most its catch-up can add to a speculating step's cost per token
+        self.draft_prefill_ratio = (float(self.draft.body_s[-1] / self.target.body_s[-1])
+                                    if self.draft is not None and self.target.body_s[-1] > 0 else 0.0)
 
     def get_decode_step_s(self, batch: int, context_tokens: float) -> np.ndarray:
         """Speculative step time over k = 0..max_k for a decode group (interpolated in batch and context)."""
@@ -207,6 +211,17 @@ class StepPricer:
                 row = (1 - wi) * t[i, :, k] + wi * t[min(i + 1, t.shape[0] - 1), :, k]
             self._rows[(batch, k)] = row
         return row
+
+    def get_draft_catch_up_s(self, contexts, tokens) -> float:
+        """A deployed draft model prefilling tokens it missed while it was idle (`tokens` per request, each after
+        `contexts` cached ones), in chunks of the token tables' size; 0 without a draft model."""
+        if self.draft is None:
+            return 0.0
+        body, _, _ = self.draft._lists
+        top = len(body) - 1
+        total = int(sum(tokens))
+        time = (total // top) * body[top] + body[total % top] if top else 0.0
+        return time + sum(self.draft.get_chunk_attention_s(s, c) for s, c in zip(contexts, tokens) if c > 0)
 
     def get_step_time_s(self, n_decode: int, decode_context: float, k: int, chunk_contexts, chunk_tokens,
                         n_finishing: int, draft_prefills: bool) -> float:

@@ -1,6 +1,6 @@
 """Name, alias or path -> validated spec.
 
-Shipped YAML files live in the wheel as `rooflinesim.data/{hardware,models}`; in a source checkout the same folders sit
+Shipped YAML files live in the wheel as `rooflinesim.data/{hardware,models,engines}`; in a source checkout the same folders sit
 at the repository root. Paths to YAML files (and Hugging Face `config.json` files for models) are accepted anywhere a
 name is.
 """
@@ -19,6 +19,7 @@ from pydantic import BaseModel, ValidationError
 
 from .hf_config import SUPPORTED_HF_ARCHITECTURES, model_from_hf_config
 from .base import SpecError, check_spec_file, format_validation_error, one_line, read_spec_text
+from .engine import EngineSpec
 from .hardware import HardwareSpec
 from .model import ModelSpec
 
@@ -221,6 +222,24 @@ def _get_clear_kind(data: dict) -> str | None:
     return None if model == hardware else ("models" if model else "hardware")
 
 
+def load_engine(name: str | EngineSpec) -> EngineSpec:
+    """An EngineSpec from a short name (`vllm-v1`), full name, or path to a YAML file (`engines/*.yaml`); an unknown
+    name suggests close ones."""
+    if isinstance(name, EngineSpec):
+        return name
+    path = _resolve(str(name), "engines")
+    return _load_engine_cached(str(path), read_spec_text(path))
+
+
+@lru_cache(maxsize=64)
+def _load_engine_cached(path: str, text: str) -> EngineSpec:
+    return _validate(Path(path), _parse_yaml_mapping(Path(path), text), EngineSpec)
+
+
+def list_engines() -> list[EngineSpec]:
+    return [load_engine(str(p)) for p in sorted(set(_index("engines").values()))]
+
+
 def list_hardware() -> list[HardwareSpec]:
     return _list("hardware")
 
@@ -241,5 +260,5 @@ def get_short_name(spec: HardwareSpec | ModelSpec) -> str:
 __all__ = [
     "SpecError", "SUPPORTED_HF_ARCHITECTURES", "MODEL_KEYS", "HARDWARE_KEYS", "load_yaml", "load_spec_file",
     "get_spec_kind", "load_hardware", "load_model", "load_any_spec", "model_from_hf_config", "list_hardware",
-    "list_models", "get_short_name",
+    "list_models", "get_short_name", "load_engine", "list_engines",
 ]
