@@ -28,7 +28,7 @@ def test_predict_json_with_a_tree(capsys):
 
 def test_predict_json_self_drafter(capsys):
     data = _json(capsys, ["predict", "--hw", "h200", "--drafter", "self", "--draft-kv-budget", "512", "--ctx", "32k",
-                          "--batch", "16", "--alpha", "0.8", "--json"])
+                          "--batch", "16", "--alpha", "0.8", "--engine", "ideal", "--json"])
     assert data["speculative"]["draft"] == "self(kv 512)" and data["speculative"]["best_speedup"] > 1.4
 
 

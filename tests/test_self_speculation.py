@@ -19,10 +19,16 @@ def _self(batch, ctx="32k", **options):
 
 def test_speedup_grows_with_batch_at_long_context():
     # MagicDec's regime: at 32k the KV read dominates the verify as the batch grows, while the draft reads 512
-    speedups = [analyse_speculation(_self(b)).best_speedup for b in (1, 2, 4, 8, 16)]
+    speedups = [analyse_speculation(_self(b, engine="ideal")).best_speedup for b in (1, 2, 4, 8, 16)]
     assert all(b > a for a, b in zip(speedups, speedups[1:]))
     assert speedups[-1] > 1.4
     assert _self(16).get_memory_fit(16, 32768, 4).fits_in_memory
+    # under the default engine the draft pays the engine's per-iteration costs too: it pays from a larger batch on,
+    # and from there the speedup grows with the batch as well
+    engine = [analyse_speculation(_self(b)).best_speedup for b in (1, 2, 4, 8, 16, 32)]
+    assert all(b >= a for a, b in zip(engine, engine[1:]))
+    paying = [x for x in engine if x > 1.0]
+    assert len(paying) >= 2 and all(b > a for a, b in zip(paying, paying[1:])) and engine[-1] > 1.4
 
 
 def test_memory_counts_the_weights_once():
@@ -35,13 +41,13 @@ def test_memory_counts_the_weights_once():
 
 
 def test_draft_step_is_the_target_over_the_budget():
-    scenario = _self(4)
+    scenario = _self(4, engine="ideal")  # bare kernels: the engine's per-iteration costs are tested in test_engines
     grid = price_speculation(scenario, 4, 32768, 3)
     step = get_workload_step(scenario.hardware, scenario.model, scenario.workload, 1, scenario.timing, 512, 4,
                              logits_for_all_tokens=False)
     assert float(np.ravel(grid.draft_warm_step_time_s)[0]) == pytest.approx(float(step.step_time_s), rel=1e-12)
     # below the budget the draft reads the whole context: no cheaper than a target decode step there
-    short = price_speculation(_self(4, ctx=256), 4, 256, 3)
+    short = price_speculation(_self(4, ctx=256, engine="ideal"), 4, 256, 3)
     assert float(np.ravel(short.draft_warm_step_time_s)[0]) == pytest.approx(
         float(np.ravel(short.target_decode_time_s)[0]), rel=1e-9)
 
