@@ -279,6 +279,7 @@ class SpeculativeResult:
     best_speedup: float
     k_table: list[dict] = field(default_factory=list)
     acceptance_source: str | None = None  # a measured or published acceptance: where it came from
+    batch: int = 1  # sequences decoded together: the aggregate throughput is batch x E / step time
     #: 90 % prediction intervals ((low, high) s, or x for the speedup) under a measured profile; None under the
     #: datasheet roofline
     draft_step_interval: tuple[float, float] | None = None
@@ -302,7 +303,8 @@ class SpeculativeResult:
             "step_time_s": self.step_time_s,
             "speedup": self.speedup,
             "fits_in_memory": self.fits_in_memory,
-            "tokens_per_s": self.expected_tokens / self.step_time_s,
+            "tokens_per_s": self.batch * self.expected_tokens / self.step_time_s,  # aggregate, as decode's
+            "tokens_per_s_per_sequence": self.expected_tokens / self.step_time_s,
             "best_k": self.best_k,
             "best_speedup": self.best_speedup,
             "speedup_by_k": self.k_table,
@@ -360,6 +362,7 @@ def analyse_speculation(scenario: Scenario) -> SpeculativeResult:
         verify_step_time_s=float(by_k(grid.verify_step_time_s)[chosen]),
         step_time_s=float(steps[chosen]), speedup=float(speedups[chosen]), fits_in_memory=bool(fits[chosen]),
         best_k=int(ks[best]), best_speedup=float(speedups[best]), k_table=table, acceptance_source=acceptance.source,
+        batch=int(scenario.batch[0]),
         draft_step_interval=get_interval(float(drafts[chosen]), sigma_at_chosen(grid.draft_rel_sigma)),
         verify_step_interval=get_interval(float(by_k(grid.verify_step_time_s)[chosen]),
                                           sigma_at_chosen(grid.verify_rel_sigma)),

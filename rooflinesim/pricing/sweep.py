@@ -20,6 +20,7 @@ from .speculative import (
     get_break_even_batch, get_break_even_verdict, price_speculation,
 )
 from ..errors import InputError
+from .predict import JSON_SCHEMA_VERSION
 
 
 @dataclass(frozen=True)
@@ -198,6 +199,7 @@ class SweepResult:
 
     def to_dict(self, include_grid: bool = True) -> dict:
         out = {
+            "schema_version": JSON_SCHEMA_VERSION,
             "hardware": self.hardware, "model": self.model, "draft": self.draft,
             "tensor_parallel": self.tensor_parallel, "draft_tensor_parallel": self.draft_tensor_parallel,
             "warnings": list(self.warnings),
