@@ -170,10 +170,13 @@ def test_sweep_carries_the_scenario_warnings():
 
 
 def test_break_even_respects_memory():
-    """H100, Llama-3.1-8B, 1k context: batch 512 does not fit, so speculation cannot 'pay' there."""
+    """H100, Llama-3.1-8B, 1k context: batch 512 does not fit. Memory is its own answer, not a break-even (issue 24
+    changed this test on purpose: it expected the first batch that does not fit, 512)."""
     result = sweep(hw="h100", batch=[1, 64, 512], ctx=[1024], alpha=[0.8])
     assert not result.fits_in_memory[2, 0].any()
-    assert result.get_break_even_table()[0]["break_even_batch"] == 512
+    row = result.get_break_even_table()[0]
+    assert row["break_even_batch"] is None and row["speculation_verdict"] == "pays_up_to_largest_fitting_batch"
+    assert row["largest_fitting_batch"] == 64 and 64 <= row["max_batch_that_fits"] < 512
 
 
 def test_break_even_has_one_definition():
@@ -181,6 +184,11 @@ def test_break_even_has_one_definition():
     assert list(get_break_even_batch(batch, np.array([[True], [False], [True], [False]]))) == [8]  # dip then recovery
     assert list(get_break_even_batch(batch, np.array([[True], [True], [True], [True]]))) == [-1]  # pays everywhere
     assert list(get_break_even_batch(batch, np.array([[False], [False], [False], [False]]))) == [1]
+    fits = np.array([[True], [True], [True], [False]])  # only memory is in the way at batch 8: no break-even
+    assert list(get_break_even_batch(batch, np.array([[True], [True], [True], [False]]), fits)) == [-1]
+    assert list(get_break_even_batch(batch, np.array([[True], [False], [True], [False]]), fits)) == [-1]
+    assert list(get_break_even_batch(batch, np.array([[True], [True], [False], [False]]), fits)) == [4]
+    assert list(get_break_even_batch(batch, np.array([[False]] * 4), np.zeros((4, 1), bool))) == [-1]
     pytest.importorskip("torch")
     from rooflinesim.calibrate.validators.validate import _break_even
 
@@ -239,8 +247,10 @@ def test_engine_schedule_is_off_where_nothing_fits():
     result = sweep(hw="h100", batch=[1, 64, 4096], ctx=[131072], alpha=[0.8], k=[0, 2, 4])
     assert not result.fits_in_memory[-1, 0].any()
     schedule = result.get_engine_schedules()[0]["trtllm"]["draft_len_schedule"]
-    applies = schedule[max(b for b in schedule if b <= 4096)]  # keys: the batch from which each k applies
-    assert applies == 0
+    # issue 24 changed this test on purpose: a batch that does not fit gets no entry at all (it had a k = 0 entry,
+    # read as "speculation stops paying there"); memory, reported as max_batch_that_fits, caps the batch instead
+    assert max(schedule) <= 64 and 0 not in schedule.values()
+    assert result.get_break_even_table()[0]["max_batch_that_fits"] < 4096
 
 
 def test_a_measured_profile_says_when_it_extrapolates():

@@ -134,15 +134,20 @@ def test_extra_draft_pass_costs_a_to_the_k_draft_steps():
 
 
 def test_speculation_stops_paying_on_a_compute_bound_cpu():
-    """On the 2-core CPU spec, verifying k+1 tokens soon costs k+1 decodes: break-even inside the grid."""
-    result = sweep(hw="cpu", model="llama-3.1-8b", draft="llama-3.2-1b", batch=[1, 2, 4, 8, 16, 32, 64, 128],
-                   ctx=[1024], alpha=[0.8], k=range(0, 9))
-    assert result.speedup.shape == (8, 1, 9, 1)
+    """On the 2-core CPU spec, verifying k+1 tokens soon costs k+1 decodes: break-even inside the grid, at a batch
+    that fits in memory (issue 24: it used to be the first batch that does not fit)."""
+    result = sweep(hw="cpu", model="llama-3.1-8b", draft="llama-3.2-1b", batch=[1, 2, 4, 8, 16, 32, 64, 128, 256],
+                   ctx=[128], alpha=[0.8], k=range(0, 9))
+    assert result.speedup.shape == (9, 1, 9, 1)
     be = int(result.break_even_batch[0, 0])
     assert 1 < be <= 128
-    assert not np.any(result.best_speculative_speedup[result.batch >= be] >= 1)  # NaN: no k fits in memory
-    assert np.all(result.best_k[result.batch >= be] == 0)
+    at = int(np.flatnonzero(result.batch == be)[0])
+    assert result.speculation_fits[at, 0]  # a break-even is a batch that fits
+    assert result.best_speculative_speedup[at, 0, 0] < 1  # and speculation loses there
+    assert np.all(result.best_speculative_speedup[:at, 0, 0] >= 1)
+    assert np.all(result.best_k[result.speculation_fits[:, 0] & (result.batch >= be)] == 0)
     sched = result.get_engine_schedules()[0]
+    assert sched["speculation_verdict"] == "stops_paying"
     assert sched["vllm"]["speculative_disable_by_batch_size"] == be
     assert sched["vllm"]["num_speculative_tokens"] >= 1
     schedule = sched["trtllm"]["draft_len_schedule"]  # keys: the batch from which each k applies (TensorRT-LLM)

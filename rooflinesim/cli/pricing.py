@@ -92,15 +92,16 @@ def cmd_sweep(args) -> int:
     console = Console(width=140)
     table = Table(title=f"Where speculation stops paying: {result.model} on {result.hardware}, draft {result.draft}, "
                         f"engine {result.engine}")
-    for column in ("context", "alpha", "break-even batch", "best k @ b=1", "speedup @ b=1", "vLLM disable at / k",
-                   "TRT-LLM draft_len_schedule"):
+    first = int(result.batch[0])
+    for column in ("context", "alpha", "break-even batch", "max batch that fits", f"best k @ b={first}",
+                   f"speedup @ b={first}", "vLLM disable at / k", "TRT-LLM draft_len_schedule"):
         table.add_column(column, justify="right")
     for row, sched in zip(result.get_break_even_table(), result.get_engine_schedules()):
-        be = row["break_even_batch"]
         vllm = sched["vllm"]
         table.add_row(
-            format_count(row["context_tokens"]), f"{row['alpha']:g}", "never (pays at all)" if be is None else str(be),
-            str(row["best_k_at_batch_1"]), f"{row['best_speedup_at_batch_1']:.2f}x",
+            format_count(row["context_tokens"]), f"{row['alpha']:g}", describe_break_even(row),
+            "-" if row["max_batch_that_fits"] is None else str(row["max_batch_that_fits"]),
+            str(row["best_k_at_first_batch"]), f"{row['best_speedup_at_first_batch']:.2f}x",
             f"{vllm['speculative_disable_by_batch_size'] or '-'} / {vllm['num_speculative_tokens']}",
             str(sched["trtllm"]["draft_len_schedule"]),
         )
@@ -108,6 +109,18 @@ def cmd_sweep(args) -> int:
     console.print(f"{result.n_points:,} grid points" + (f"; grid written to {args.output}" if args.output else ""))
     print_warnings(result.warnings, console)
     return 0
+
+
+def describe_break_even(row: dict) -> str:
+    """One break-even row (`SweepResult.get_break_even_table`) in words: a batch that fits, or which kind of never."""
+    verdict = row["speculation_verdict"]
+    if verdict == "stops_paying":
+        return str(row["break_even_batch"])
+    if verdict == "never_pays":
+        return f"{row['break_even_batch']} (never pays)"
+    if verdict == "nothing_fits":
+        return "does not fit"
+    return f"never, up to {row['largest_fitting_batch']} (largest that fits)"
 
 
 def _serve(args) -> dict:

@@ -133,15 +133,19 @@ def _cluster_labels(xs, ys, names, tolerance_decades: float = 0.1):
     return out
 
 
-def _boundary_segments(mask: np.ndarray) -> list:
-    """Cell edges between True and False cells of a 2-D mask drawn with cell (i, j) centred on (x=j, y=i)."""
+def _boundary_segments(mask: np.ndarray, where: np.ndarray | None = None) -> list:
+    """Cell edges between True and False cells of a 2-D mask drawn with cell (i, j) centred on (x=j, y=i); with
+    `where`, only edges between two cells that are both in `where` (e.g. both fit in memory)."""
     segments = []
     n_rows, n_cols = mask.shape
+    where = np.ones(mask.shape, dtype=bool) if where is None else np.asarray(where, dtype=bool)
     for i in range(n_rows):
         for j in range(n_cols):
-            if j + 1 < n_cols and mask[i, j] != mask[i, j + 1]:
+            if not where[i, j]:
+                continue
+            if j + 1 < n_cols and where[i, j + 1] and mask[i, j] != mask[i, j + 1]:
                 segments.append([(j + 0.5, i - 0.5), (j + 0.5, i + 0.5)])
-            if i + 1 < n_rows and mask[i, j] != mask[i + 1, j]:
+            if i + 1 < n_rows and where[i + 1, j] and mask[i, j] != mask[i + 1, j]:
                 segments.append([(j - 0.5, i + 0.5), (j + 0.5, i + 0.5)])
     return segments
 

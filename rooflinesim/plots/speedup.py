@@ -18,7 +18,9 @@ from .common import attach_warnings, COLORS, _boundary_segments, _new_figure, _t
 
 def get_speedup_map_data(scenario: Scenario) -> tuple[SweepResult, dict]:
     """The speedup map's cells from the scenario's sweep (one alpha): per (batch, context) the best speedup over
-    the k >= 1 that fit in memory (over all k >= 1 where none fits), that k, and whether it fits."""
+    the k >= 1 that fit in memory (over all k >= 1 where none fits), that k, whether some k >= 1 fits, whether the
+    best that fits pays (the sweep's own `pays`: False where nothing fits), and per context the sweep's break-even
+    batch and verdict, so the chart's contour and the sweep's table are one computation."""
     if len(scenario.acceptance.alphas or ()) != 1:
         raise InputError(f"a speedup map takes one acceptance rate, got {scenario.acceptance.alphas}")
     result = sweep_scenario(scenario)
@@ -28,7 +30,22 @@ def get_speedup_map_data(scenario: Scenario) -> tuple[SweepResult, dict]:
     speedup, fits = result.speedup[:, :, spec, 0], result.fits_in_memory[:, :, spec]
     index = get_best_k_index(speedup, fits, axis=2)
     pick = lambda values: np.take_along_axis(values, index[..., None], axis=2)[..., 0]  # noqa: E731
-    return result, {"best_speedup": pick(speedup), "best_k": result.k[spec][index], "fits": pick(fits)}
+    return result, {"best_speedup": pick(speedup), "best_k": result.k[spec][index], "fits": result.speculation_fits,
+                    "pays": result.pays[:, :, 0], "break_even_batch": result.break_even_batch[:, 0],
+                    "verdict": result.break_even_verdict[:, 0]}
+
+
+def _speedup_norm(values: np.ndarray):
+    """(colour map, norm) for the speedups of the cells that fit: diverging at 1 when some pay and some lose,
+    one-sided when all pay (the common case) or all lose, so the colour bar always spans real values."""
+    from matplotlib.colors import Normalize, TwoSlopeNorm
+
+    lo, hi = (float(values.min()), float(values.max())) if values.size else (1.0, 1.0)
+    if lo >= 1.0:
+        return "Blues", Normalize(vmin=1.0, vmax=max(hi, 1.0 + 1e-3))
+    if hi < 1.0:
+        return "Reds_r", Normalize(vmin=lo, vmax=1.0)
+    return "RdBu", TwoSlopeNorm(vcenter=1.0, vmin=lo, vmax=max(hi, 1.0 + 1e-3))
 
 
 def plot_speedup_map(
@@ -47,50 +64,55 @@ def plot_speedup_map(
     """Heatmap of the best speculative speedup (best over k >= 1 in `k`) over batch (rows) x context (columns).
 
     `hw` is a Scenario or a hardware name; other deployment options are `build_scenario`'s. The solid black contour
-    is speedup = 1 (break-even: on its low side even the best k loses to plain decoding). Each cell is annotated
-    with its speedup and the best k. Hatched cells do not fit in device memory at any k >= 1 (target + draft
-    weights, both KV caches, verify activations); they are priced as if they did.
+    is speedup = 1 (break-even: on its high-batch side even the best k loses to plain decoding), drawn between cells
+    that fit only: it is the sweep's break-even. Each cell is annotated with its speedup and the best k. Grey cells,
+    labelled "does not fit", exceed device memory at every k >= 1 (target + draft weights, both KV caches, verify
+    activations): they are not priced, and memory, not speculation, caps the batch there.
     """
+    from matplotlib.cm import ScalarMappable
     from matplotlib.collections import LineCollection
-    from matplotlib.colors import TwoSlopeNorm
     from matplotlib.lines import Line2D
-    from matplotlib.patches import Patch, Rectangle
+    from matplotlib.patches import Patch
 
     scenario = get_scenario(hw, model, batch, ctx, draft=draft, alpha=alpha,
                             k_values=sorted({int(x) for x in np.atleast_1d(k)} | {0}),
                             allow_long_context=options.pop("allow_long_context", True), **options)
     result, cells = get_speedup_map_data(scenario)
-    best, best_k, fits = cells["best_speedup"], cells["best_k"], cells["fits"]
+    best, best_k, fits, pays = cells["best_speedup"], cells["best_k"], cells["fits"], cells["pays"]
     alpha_value = float(result.alpha[0])
     k_values = result.k
     n_b, n_c = best.shape
     fig, (ax,) = _new_figure((max(7.0, 0.8 * n_c + 3), max(5.0, 0.42 * n_b + 2.2)), ax)
-    lo, hi = float(best.min()), float(best.max())
-    norm = TwoSlopeNorm(vcenter=1.0, vmin=min(lo, 0.9), vmax=max(hi, 1.1))
-    mesh = ax.pcolormesh(np.arange(n_c + 1) - 0.5, np.arange(n_b + 1) - 0.5, best, cmap="RdBu", norm=norm)
+    import matplotlib
+
+    cmap_name, norm = _speedup_norm(best[fits])
+    cmap = matplotlib.colormaps[cmap_name].with_extremes(bad="0.82")  # grey: does not fit
+    ax.pcolormesh(np.arange(n_c + 1) - 0.5, np.arange(n_b + 1) - 0.5, np.ma.masked_where(~fits, best),
+                         cmap=cmap, norm=norm)
     handles = []
-    pays = best >= 1.0
-    segments = _boundary_segments(pays)
+    segments = _boundary_segments(pays, where=fits)
     if segments:
         ax.add_collection(LineCollection(segments, colors="black", linewidths=2.4, capstyle="round"))
         handles.append(Line2D([], [], color="black", linewidth=2.4, label="speedup = 1 boundary (break-even)"))
+    elif fits.any():
+        handles.append(Line2D([], [], linestyle="none", label="no break-even in this range: " + (
+            "pays at every batch that fits" if pays[fits].all() else
+            "never pays where it fits" if not pays[fits].any() else "pays in some columns only")))
     else:
-        handles.append(Line2D([], [], linestyle="none",
-                              label="no break-even in this range: " + ("always pays" if pays.all() else "never pays")))
-    note = ""
-    if not fits.any():
-        note = " - exceeds device memory everywhere (priced as if it fitted)"
-    elif not fits.all():
-        for i, j in zip(*np.nonzero(~fits)):
-            ax.add_patch(Rectangle((j - 0.5, i - 0.5), 1, 1, fill=False, hatch="///", edgecolor="0.35", linewidth=0))
-        handles.append(Patch(facecolor="white", hatch="///", edgecolor="0.35",
-                             label="exceeds device memory (priced as if it fitted)"))
+        handles.append(Line2D([], [], linestyle="none", label="no break-even: no cell fits in device memory"))
+    note = "" if fits.any() else " - exceeds device memory everywhere (nothing to price)"
+    if not fits.all():
+        handles.append(Patch(facecolor="0.82", edgecolor="0.5", label="does not fit in device memory"))  # grey
     if annotate:
-        rgba = mesh.cmap(norm(best))
+        rgba = cmap(norm(best))
         luminance = 0.299 * rgba[..., 0] + 0.587 * rgba[..., 1] + 0.114 * rgba[..., 2]
         size = 7.5 if n_c <= 10 else 6.5
         for i in range(n_b):
             for j in range(n_c):
+                if not fits[i, j]:
+                    ax.text(j, i, "does not\nfit", ha="center", va="center", fontsize=size - 1, color="0.3",
+                            linespacing=1.0)
+                    continue
                 value = best[i, j]
                 digits = 3 if abs(value - 1.0) < 0.005 else 2  # never print 1.00 on the losing side of 1
                 ax.text(j, i, f"{value:.{digits}f}\nk={best_k[i, j]}", ha="center", va="center", fontsize=size,
@@ -99,10 +121,9 @@ def plot_speedup_map(
     ax.set_yticks(np.arange(n_b), [str(b) for b in result.batch])
     ax.set_xlabel("context (tokens already in the KV cache)")
     ax.set_ylabel("batch (sequences decoded together)")
-    if colorbar:
-        bar = fig.colorbar(mesh, ax=ax, label="best speculative speedup over plain decoding (x)", shrink=0.9)
-        ticks = np.concatenate([np.linspace(norm.vmin, 1.0, 3), np.linspace(1.0, norm.vmax, 5)])
-        bar.set_ticks(np.unique(np.round(ticks, 2)))
+    if colorbar and fits.any():
+        fig.colorbar(ScalarMappable(norm=norm, cmap=cmap), ax=ax, shrink=0.9,
+                     label="best speculative speedup over plain decoding (x)")
     w = scenario.workload
     ax.set_title(f"{result.model} + draft {result.draft} on {result.hardware}{_tp_label(scenario)}, engine "
                  f"{scenario.engine_name}: best speedup over k = 1..{max(k_values)}\nalpha = {alpha_value:g}, weights {w.weight_dtype}, KV {w.kv_dtype}{note}",

@@ -21,6 +21,12 @@ from ..specs.workload import Workload
 from ..step import StepCost, get_workload_step
 
 
+#: the version of the JSON contract of `predict --json` and `sweep --json` (docs/cli-and-json.md). 2: throughput keys
+#: say what they count (`tokens_per_s` is the batch's aggregate everywhere, `tokens_per_s_per_sequence` one
+#: sequence's), break-even rows carry a verdict and the memory cap, `best_*_at_first_batch`, `assumed`.
+JSON_SCHEMA_VERSION = 2
+
+
 def _scalar(x) -> float:
     return float(np.asarray(x).reshape(-1)[0])
 
@@ -31,7 +37,8 @@ class StepSummary:
 
     step_time_s: float
     roofline_step_time_s: float
-    tokens_per_s: float
+    tokens_per_s: float  # the whole batch's tokens per second (aggregate)
+    tokens_per_s_per_sequence: float  # one sequence's tokens per second
     flops: float
     bytes: float
     weight_bytes: float
@@ -57,6 +64,7 @@ class StepSummary:
             step_time_s=_scalar(step.step_time_s),
             roofline_step_time_s=_scalar(step.roofline_step_time_s),
             tokens_per_s=_scalar(step.tokens_per_s),
+            tokens_per_s_per_sequence=new_tokens / _scalar(step.step_time_s),
             flops=_scalar(step.flops),
             bytes=total_bytes,
             weight_bytes=_scalar(step.weight_bytes),
@@ -139,6 +147,7 @@ class Prediction:
         hw, model, w = self.hardware, self.model, self.workload
         compute_dtype = hw.get_compute_dtype(w.compute_dtype)
         out = {
+            "schema_version": JSON_SCHEMA_VERSION,
             "engine": self.engine,
             "hardware": {
                 "name": hw.name,

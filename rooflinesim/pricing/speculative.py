@@ -292,16 +292,39 @@ def get_best_k_index(speedup: np.ndarray, fits: np.ndarray, axis: int) -> np.nda
     return np.argmax(masked, axis=axis)
 
 
-def get_break_even_batch(batch: np.ndarray, pays: np.ndarray) -> np.ndarray:
-    """The first batch from which speculation no longer pays, along axis 0 of `pays` (bool, batch first); -1 where it
-    pays at every batch of the grid. A dip followed by a recovery (a GEMM-shape artefact) does not count: the
-    break-even is the first batch after the last one at which speculation still pays. Front ends write -1 as
-    None / "never"."""
+def get_break_even_batch(batch: np.ndarray, pays: np.ndarray, feasible: np.ndarray | None = None) -> np.ndarray:
+    """The first batch from which speculation no longer pays, along axis 0 of `pays` (bool, batch first), counted
+    among the batches that are `feasible` (fit in memory; default: all of them); -1 where it pays at every feasible
+    batch of the grid, or where none is feasible. A dip followed by a recovery (a GEMM-shape artefact) does not
+    count: the break-even is the first feasible batch after the last one at which speculation still pays. A batch
+    that does not fit is a memory answer (`get_max_batch`), never a break-even. Front ends write -1 as None, and say
+    which of "pays up to the largest batch that fits" or "nothing fits" it is (`get_break_even_verdict`)."""
+    pays = np.asarray(pays, dtype=bool)
+    feasible = np.ones_like(pays) if feasible is None else np.broadcast_to(np.asarray(feasible, dtype=bool), pays.shape)
     n = pays.shape[0]
+    pays = pays & feasible
     any_pays = pays.any(axis=0)
     last = n - 1 - np.argmax(pays[::-1], axis=0)
-    first_loss = np.where(any_pays, last + 1, 0)
-    return np.where(first_loss < n, np.asarray(batch)[np.minimum(first_loss, n - 1)], -1)
+    start = np.where(any_pays, last + 1, 0)
+    index = np.arange(n).reshape((n,) + (1,) * (pays.ndim - 1))
+    after = feasible & (index >= start)
+    return np.where(after.any(axis=0), np.asarray(batch)[np.argmax(after, axis=0)], -1)
+
+
+#: what a break-even batch means (JSON `speculation_verdict`)
+VERDICT_STOPS_PAYING = "stops_paying"  # pays at small batches, stops at `break_even_batch` (a batch that fits)
+VERDICT_NEVER_PAYS = "never_pays"  # loses at every batch that fits (`break_even_batch` is the first that fits)
+VERDICT_PAYS_UP_TO_MAX_FIT = "pays_up_to_largest_fitting_batch"  # never stops paying, up to the largest that fits
+VERDICT_NOTHING_FITS = "nothing_fits"  # no batch of the grid fits in memory while speculating
+
+
+def get_break_even_verdict(break_even_batch, any_feasible, any_pays) -> np.ndarray:
+    """The verdict per break-even value (see the VERDICT_ constants); `any_feasible` / `any_pays`: whether some batch
+    fits, and whether speculation pays at some batch that fits."""
+    be = np.asarray(break_even_batch)
+    feasible, pays = np.asarray(any_feasible, dtype=bool), np.asarray(any_pays, dtype=bool)
+    return np.where(~feasible, VERDICT_NOTHING_FITS, np.where(
+        be < 0, VERDICT_PAYS_UP_TO_MAX_FIT, np.where(pays, VERDICT_STOPS_PAYING, VERDICT_NEVER_PAYS)))
 
 
 @dataclass(frozen=True)
@@ -324,6 +347,7 @@ class SpeculativeResult:
     best_speedup: float
     k_table: list[dict] = field(default_factory=list)
     acceptance_source: str | None = None  # a measured or published acceptance: where it came from
+    batch: int = 1  # sequences decoded together: the aggregate throughput is batch x E / step time
     #: 90 % prediction intervals ((low, high) s, or x for the speedup) under a measured profile; None under the
     #: datasheet roofline
     draft_step_interval: tuple[float, float] | None = None
@@ -349,7 +373,8 @@ class SpeculativeResult:
             "step_time_s": self.step_time_s,
             "speedup": self.speedup,
             "fits_in_memory": self.fits_in_memory,
-            "tokens_per_s": self.expected_tokens / self.step_time_s,
+            "tokens_per_s": self.batch * self.expected_tokens / self.step_time_s,  # aggregate, as decode's
+            "tokens_per_s_per_sequence": self.expected_tokens / self.step_time_s,
             "best_k": self.best_k,
             "best_speedup": self.best_speedup,
             "speedup_by_k": self.k_table,
@@ -407,6 +432,7 @@ def analyse_speculation(scenario: Scenario) -> SpeculativeResult:
         verify_step_time_s=float(by_k(grid.verify_step_time_s)[chosen]),
         step_time_s=float(steps[chosen]), speedup=float(speedups[chosen]), fits_in_memory=bool(fits[chosen]),
         best_k=int(ks[best]), best_speedup=float(speedups[best]), k_table=table, acceptance_source=acceptance.source,
+        batch=int(scenario.batch[0]),
         draft_step_interval=get_interval(float(drafts[chosen]), sigma_at_chosen(grid.draft_rel_sigma)),
         verify_step_interval=get_interval(float(by_k(grid.verify_step_time_s)[chosen]),
                                           sigma_at_chosen(grid.verify_rel_sigma)),

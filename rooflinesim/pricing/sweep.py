@@ -15,8 +15,12 @@ import numpy as np
 
 from ..specs.registry import get_short_name
 from ..scenario.builder import Scenario, build_scenario
-from .speculative import get_best_k_index, get_break_even_batch, price_speculation
+from .speculative import (
+    VERDICT_NEVER_PAYS, VERDICT_NOTHING_FITS, VERDICT_STOPS_PAYING, get_best_k_index,
+    get_break_even_batch, get_break_even_verdict, price_speculation,
+)
 from ..errors import InputError
+from .predict import JSON_SCHEMA_VERSION
 
 
 @dataclass(frozen=True)
@@ -41,6 +45,9 @@ class SweepResult:
     draft_tensor_parallel: int | None = None
     warnings: tuple[str, ...] = ()
     engine: str = "ideal"  # the engine profile whose costs priced the grid (docs/engines.md)
+    #: (n_ctx,): the largest batch whose target + draft weights, KV caches and verify activations fit in memory at
+    #: the smallest speculative k of the grid (the memory model's exact count, not a grid batch); None when unknown
+    max_batch_that_fits: np.ndarray | None = None
 
     @property
     def n_points(self) -> int:
@@ -73,62 +80,109 @@ class SweepResult:
         return np.where(np.isfinite(best), best, np.nan)
 
     @property
-    def break_even_batch(self) -> np.ndarray:
-        """(n_ctx, n_alpha): the first grid batch from which speculation no longer pays (-1: pays at all batches);
-        a batch at which no speculative k fits in memory does not pay (see speculative.get_break_even_batch)."""
+    def speculation_fits(self) -> np.ndarray:
+        """(n_batch, n_ctx): whether some speculative k (k >= 1) of the grid fits in memory at that point."""
+        spec = self.k > 0
+        fits = self.fits_in_memory[:, :, spec] if spec.any() else self.fits_in_memory
+        return fits.any(axis=2)
+
+    @property
+    def pays(self) -> np.ndarray:
+        """(n_batch, n_ctx, n_alpha): the best speculative k that fits beats plain decoding (False where none fits)."""
         with np.errstate(invalid="ignore"):
-            pays = self.best_speculative_speedup >= 1.0  # NaN (nothing fits) compares False
-        return get_break_even_batch(self.batch, pays)
+            return self.best_speculative_speedup >= 1.0  # NaN (nothing fits) compares False
+
+    @property
+    def break_even_batch(self) -> np.ndarray:
+        """(n_ctx, n_alpha): the first grid batch *that fits in memory* from which speculation no longer pays; -1
+        where it pays at every batch that fits, or where none fits (`break_even_verdict` tells which). A batch that
+        does not fit is a memory answer (`max_batch_that_fits`), never a break-even."""
+        return get_break_even_batch(self.batch, self.pays, self.speculation_fits[:, :, None])
+
+    @property
+    def break_even_verdict(self) -> np.ndarray:
+        """(n_ctx, n_alpha) of speculative.VERDICT_* strings."""
+        feasible = self.speculation_fits[:, :, None]
+        return get_break_even_verdict(self.break_even_batch, feasible.any(axis=0),
+                                      (self.pays & feasible).any(axis=0))
+
+    def get_largest_fitting_batch(self) -> list[int | None]:
+        """Per context: the largest *grid* batch at which some speculative k fits (None: none does)."""
+        fits = self.speculation_fits
+        return [int(self.batch[fits[:, j]].max()) if fits[:, j].any() else None
+                for j in range(self.context_tokens.size)]
 
     def get_break_even_table(self) -> list[dict]:
+        """Per context and alpha: where speculation stops paying (among the batches that fit), the verdict, what fits
+        in memory, and the best k at the grid's first batch."""
         rows = []
-        be, best_k, best_speedup = self.break_even_batch, self.best_k, self.best_speedup  # each is a grid pass
+        be, verdict, best_k, best_speedup = (self.break_even_batch, self.break_even_verdict, self.best_k,
+                                             self.best_speedup)  # each is a grid pass
+        largest = self.get_largest_fitting_batch()
         for j, ctx in enumerate(self.context_tokens):
             for a, alpha in enumerate(self.alpha):
                 rows.append({
                     "context_tokens": int(ctx), "alpha": float(alpha),
                     "break_even_batch": int(be[j, a]) if be[j, a] > 0 else None,
-                    "best_k_at_batch_1": int(best_k[0, j, a]),
-                    "best_speedup_at_batch_1": float(best_speedup[0, j, a]),
+                    "speculation_verdict": str(verdict[j, a]),
+                    "largest_fitting_batch": largest[j],
+                    "max_batch_that_fits": (None if self.max_batch_that_fits is None
+                                            else int(self.max_batch_that_fits[j])),
+                    "first_batch": int(self.batch[0]),
+                    "best_k_at_first_batch": int(best_k[0, j, a]),
+                    "best_speedup_at_first_batch": float(best_speedup[0, j, a]),
                 })
         return rows
 
     def get_engine_schedules(self) -> list[dict]:
-        """Per context bucket and alpha: what to configure in a serving engine.
+        """Per context bucket and alpha: what to configure in a serving engine, over the batches that fit.
 
-        vllm: disable speculation when the batch reaches `speculative_disable_by_batch_size` (the break-even batch),
-        with `num_speculative_tokens` = the single k that maximises the mean speedup over the batches below it.
+        vllm: disable speculation when the batch reaches `speculative_disable_by_batch_size` (the break-even batch;
+        None where speculation pays up to the largest batch that fits), with `num_speculative_tokens` = the single k
+        that maximises the mean speedup over the paying batches below it.
         trtllm: `draft_len_schedule` {batch: k}, each key the batch size *from which* its k applies (TensorRT-LLM's
-        semantics, tensorrt_llm/llmapi/llm_args.py; the same reading as `serve`'s schedule policy), merged runs, and
-        `max_concurrency` = the last batch before the break-even (speculation off above it).
+        semantics, tensorrt_llm/llmapi/llm_args.py; the same reading as `serve`'s schedule policy), merged runs, over
+        the batches that fit only (a batch that does not fit never gets a k = 0 entry: memory caps it, see
+        `max_batch_that_fits`), and `max_concurrency` = the last batch before the break-even (speculation off above
+        it; None where it pays at every batch that fits, 0 where it pays at none).
         vLLM V0's `speculative_disable_by_batch_size` is kept for V0 deployments; V1 ignores it (use `rooflinesim
         serve --emit-config vllm` for V1's dynamic speculative decoding config).
         """
         schedules = []
-        be, best_k = self.break_even_batch, self.best_k
+        be, verdict, best_k = self.break_even_batch, self.break_even_verdict, self.best_k
+        feasible = self.speculation_fits
         for j, ctx in enumerate(self.context_tokens):
+            fitting = feasible[:, j]
             for a, alpha in enumerate(self.alpha):
-                paying = self.batch < be[j, a] if be[j, a] > 0 else np.ones_like(self.batch, dtype=bool)
-                if be[j, a] == self.batch[0]:
-                    paying[:] = False
+                stop = int(be[j, a])
+                paying = fitting & ((self.batch < stop) if stop > 0 else True)
+                if verdict[j, a] in (VERDICT_NEVER_PAYS, VERDICT_NOTHING_FITS):
+                    paying = np.zeros_like(fitting)
                 if paying.any():
-                    mean_speedup = self.speedup[paying, j, :, a].mean(axis=0)
+                    fit_k = self.fits_in_memory[paying, j, :]
+                    mean_speedup = np.where(fit_k, self.speedup[paying, j, :, a], 0.0).mean(axis=0)
                     num_tokens = int(self.k[np.argmax(mean_speedup)])
                 else:
                     num_tokens = 0
-                # a batch at which no speculative k fits is infeasible: off, not the best of the unfitting k
-                best = np.where(self.fits_in_memory[:, j, :].any(axis=1), best_k[:, j, a], 0)
                 schedule: dict[int, int] = {}
-                for i, b in enumerate(self.batch):
-                    if i == 0 or best[i] != best[i - 1]:
-                        schedule[int(b)] = int(best[i])
+                previous = None
+                for i in np.flatnonzero(fitting):
+                    k_here = int(best_k[i, j, a]) if stop < 0 or self.batch[i] < stop else 0
+                    if k_here != previous:
+                        schedule[int(self.batch[i])] = k_here
+                        previous = k_here
+                if verdict[j, a] == VERDICT_STOPS_PAYING:
+                    concurrency = int(self.batch[fitting & (self.batch < stop)].max())
+                elif verdict[j, a] == VERDICT_NEVER_PAYS:
+                    concurrency = 0
+                else:
+                    concurrency = None
                 schedules.append({
                     "context_tokens": int(ctx), "alpha": float(alpha),
-                    "vllm": {"speculative_disable_by_batch_size": int(be[j, a]) if be[j, a] > 0 else None,
+                    "speculation_verdict": str(verdict[j, a]),
+                    "vllm": {"speculative_disable_by_batch_size": stop if stop > 0 else None,
                              "num_speculative_tokens": num_tokens},
-                    "trtllm": {"draft_len_schedule": schedule,
-                               "max_concurrency": int(self.batch[self.batch < be[j, a]].max())
-                               if be[j, a] > self.batch[0] else (None if be[j, a] < 0 else 0)},
+                    "trtllm": {"draft_len_schedule": schedule, "max_concurrency": concurrency},
                 })
         return schedules
 
@@ -146,6 +200,7 @@ class SweepResult:
 
     def to_dict(self, include_grid: bool = True) -> dict:
         out = {
+            "schema_version": JSON_SCHEMA_VERSION,
             "hardware": self.hardware, "model": self.model, "draft": self.draft, "engine": self.engine,
             "tensor_parallel": self.tensor_parallel, "draft_tensor_parallel": self.draft_tensor_parallel,
             "warnings": list(self.warnings),
@@ -216,4 +271,12 @@ def sweep_scenario(scenario: Scenario) -> SweepResult:
         draft_tensor_parallel=None if scenario.draft_workload is None else scenario.draft_workload.tensor_parallel,
         warnings=scenario.warnings,
         engine=scenario.engine_name,
+        max_batch_that_fits=_max_batch_that_fits(scenario),
     )
+
+
+def _max_batch_that_fits(scenario: Scenario) -> np.ndarray:
+    """(n_ctx,): the memory model's largest batch per context at the smallest speculative k of the grid."""
+    spec = scenario.k_values[scenario.k_values > 0]
+    k = int(spec.min()) if spec.size else 0
+    return np.asarray(scenario.get_max_batch(scenario.context_tokens, k), dtype=np.int64).reshape(-1)

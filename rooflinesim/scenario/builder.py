@@ -180,7 +180,7 @@ def _memory_warnings(scenario: Scenario) -> list[str]:
                 f"of its {hw.memory_capacity_bytes / GIGA:.1f} GB usable (max batch at this context: {max_batch}); times "
                 "are shown as if it fitted"]
     return [f"{int((~fits).sum())} of {fits.size} (batch, context) points do not fit in {hw.name}'s memory even "
-            "without speculation; they never count as paying"]
+            "without speculation; memory caps the batch there, and the break-even is found among the points that fit"]
 
 
 def build_scenario(

@@ -115,18 +115,21 @@ def emit_engine_config(scenario: Scenario, engine: str, config, context_tokens: 
         return _sglang_tree(scenario, config, context_tokens)
     if scenario.drafter is None or scenario.drafter.kind != "model":
         raise InputError("engine configs are emitted for a separate draft model (--drafter model)")
-    table = get_k_by_batch(scenario, config.max_num_seqs, context_tokens, max_k)
+    max_batch = get_fitting_max_batch(scenario, config.max_num_seqs, context_tokens)
+    table = get_k_by_batch(scenario, max_batch, context_tokens, max_k)
     header = get_config_header(scenario, context_tokens)
     if engine == "vllm":  # JSON has no comments and vLLM rejects unknown keys: the text is the config alone (the
         # command line prints the header on stderr)
-        return json.dumps(_vllm(table, scenario, config.max_num_seqs), indent=1)
+        return json.dumps(_vllm(table, scenario, max_batch), indent=1)
     if engine == "trtllm":
         import yaml
 
         return header + "\n" + yaml.safe_dump(_trtllm(table, scenario), sort_keys=False).rstrip()
     args, stop = _sglang(table, scenario)
     flags = " ".join(f"--{key.replace('_', '-')} {value}" for key, value in args.items())
-    note = ("speculation pays at every batch up to " + str(config.max_num_seqs) if stop is None else
+    capped = max_batch < config.max_num_seqs
+    note = ((f"speculation pays at every batch that fits: up to {max_batch} (memory caps the batch there)" if capped
+             else f"speculation pays at every batch up to {max_batch}") if stop is None else
             f"speculation stops paying from batch {stop}: cap --max-running-requests {stop - 1} or route by load")
     return f"{header}\n# {note}\npython -m sglang.launch_server {flags}"
 
@@ -168,6 +171,16 @@ def _sglang_tree(scenario: Scenario, config, context_tokens: int) -> str:
     if tokens == 0:
         note = "speculation with this tree does not pay even at batch 1"
     return f"{get_config_header(scenario, context_tokens)}\n# {note}\npython -m sglang.launch_server {flags}"
+
+
+def get_fitting_max_batch(scenario: Scenario, max_num_seqs: int, context_tokens: int) -> int:
+    """The largest batch the schedule covers: the engine's max_num_seqs, capped by what fits in memory at k = 1 (a
+    batch that does not fit is a memory answer: it never gets a k = 0 entry)."""
+    fitting = int(np.asarray(scenario.get_max_batch(context_tokens, 1)).reshape(-1)[0])
+    if fitting < 1:
+        raise InputError(f"{scenario.model.name} + draft {scenario.drafter.name} does not fit in "
+                         f"{scenario.hardware.name}'s memory at batch 1 and context {context_tokens}: no config to emit")
+    return min(int(max_num_seqs), fitting)
 
 
 def get_config_header(scenario: Scenario, context_tokens: int) -> str:
