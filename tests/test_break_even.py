@@ -16,7 +16,8 @@ from rooflinesim.pricing.speculative import get_break_even_batch
 from rooflinesim.pricing.sweep import sweep
 from rooflinesim.scenario.builder import build_scenario
 
-QWEN = dict(hw="l40s", model="qwen2.5-7b", draft="qwen2.5-0.5b")
+# bare kernels (engine ideal): the hand-checked speedups below are the step model's, not an engine profile's
+QWEN = dict(hw="l40s", model="qwen2.5-7b", draft="qwen2.5-0.5b", engine="ideal")
 BATCHES = [1, 2, 4, 8, 16, 32, 64, 128, 256]
 
 
