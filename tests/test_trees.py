@@ -153,3 +153,23 @@ def test_tree_input_errors():
         _tree_scenario("4,2,6", 1, drafter="medusa")
     with pytest.raises(InputError, match="extra draft pass"):
         build_scenario("h100", "llama-3.1-8b", 1, 2048, drafter="model", tree="4,2,6", extra_draft_pass=True)
+
+
+def test_sglang_tree_log_is_fitted_on_its_own_tree(tmp_path):
+    from rooflinesim.scenario.drafting import get_tree_rank_rates
+
+    args = ("server_args=ServerArgs(model_path='meta-llama/Llama-3.1-8B-Instruct', speculative_algorithm='EAGLE3', "
+            "speculative_num_steps=5, speculative_eagle_topk=4, speculative_num_draft_tokens=16)")
+    lines = [f"[2025-08-01 10:00:00] {args}"] + [
+        f"[2025-08-01 10:00:{10 + i} TP0] Decode batch, #running-req: 8, #token: 4096, token usage: 0.02, "
+        f"accept len: {v:.2f}, cuda graph: True, gen throughput (token/s): 900.0, #queue-req: 0, "
+        for i, v in enumerate((3.55, 3.65, 3.60, 3.60))]
+    log = tmp_path / "sglang-tree.log"
+    log.write_text("\n".join(lines) + "\n")
+    scenario = build_scenario("h100", "llama-3.1-8b", 1, 2048, drafter="eagle3", tree="6,10,60", acceptance=str(log))
+    assert any("fitted on the tree it was measured with" in w for w in scenario.warnings)
+    measured = parse_tree("5,4,16")
+    alpha = scenario.acceptance.alphas[0]
+    assert float(measured.expected_tokens(15, get_tree_rank_rates(measured, alpha))) == pytest.approx(3.6, abs=1e-6)
+    # the priced (wider, deeper) tree accepts more with the same per-depth rate
+    assert analyse_speculation(scenario).expected_tokens > 3.6

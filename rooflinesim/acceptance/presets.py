@@ -127,7 +127,7 @@ class AcceptancePreset(_Strict):
         if self.shape == "tree":
             warnings.append(f"{where}: a tree's accepted length at depth {self.k} exceeds what a chain of {self.k} "
                             "drafts with the same per-token acceptance commits; the i.i.d. chain alpha below is an "
-                            "optimistic stand-in, and the tree's wider verify step is not priced")
+                            "optimistic stand-in, and the tree's wider verify step is not priced (pass --tree to price a tree)")
         return from_mean_length(where, where, self.expected_tokens, self.k,
                                 warnings=warnings, conditions=self.conditions)
 

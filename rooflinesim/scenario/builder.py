@@ -104,6 +104,8 @@ class Scenario:
             kind = "eagle" if self.drafter.kind == "head" else self.drafter.kind
             per_head = get_head_weight_bytes(kind, self.model, w, head=self.drafter.head_config)
             heads = np.maximum(np.asarray(k), 1) if kind == "medusa" else 1
+            if kind == "medusa" and self.tree is not None:  # one head per depth of the tree, whatever its width
+                heads = self.tree.static.depth if self.tree.static is not None else self.tree.steps
             return replace(fit, weight_bytes=fit.weight_bytes + heads * per_head)
         if self.drafter is not None and self.drafter.kind == "self":
             return replace(fit, kv_cache_bytes=fit.kv_cache_bytes + get_self_draft_kv_bytes(self, b, s, q))
