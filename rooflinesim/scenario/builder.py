@@ -327,7 +327,7 @@ def _resolve_drafter(model_spec, hw_spec, workload, draft, drafter, head_layer_f
         if draft is not None:
             raise InputError("--drafter self drafts with the target: --draft names a separate model")
         return resolve_self_drafter(draft_kv_budget, draft_layer_fraction), None, []
-    if drafter in ("eagle", "eagle3") and draft is not None:
+    if drafter in ("eagle", "eagle3", "mtp") and draft is not None:
         spec_drafter, warnings = resolve_head_drafter(drafter, draft, head_layer_fraction)
         return spec_drafter, None, warnings
     spec_drafter, draft_workload, warnings = resolve_drafter(model_spec, hw_spec, workload, draft, drafter,

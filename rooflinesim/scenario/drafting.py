@@ -191,6 +191,24 @@ def read_head_config(path) -> "HeadConfig":
                       source=str(path))
 
 
+def read_mtp_config(path) -> "HeadConfig":
+    """The MTP modules a config.json states (DeepSeek-V3's `num_nextn_predict_layers`, in the target's own
+    config.json): each is one target block with its projection; a draft deeper than the modules reuses the last."""
+    import json
+    from pathlib import Path
+
+    from ..ops.draft_heads import HeadConfig
+
+    try:
+        data = json.loads(Path(path).read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise InputError(f"cannot read the MTP config {str(path)!r}: {exc}") from None
+    value = data.get("num_nextn_predict_layers") if isinstance(data, dict) else None
+    if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
+        raise InputError(f"{path}: no positive num_nextn_predict_layers (the MTP modules of DeepSeek-V3's config)")
+    return HeadConfig(num_layers=value, source=str(path))
+
+
 def resolve_head_drafter(kind: str, draft, head_layer_fraction) -> tuple[object, list[str]]:
     """An EAGLE head given with --draft CONFIG.json: read its shapes; a config that states draft_vocab_size or an
     Eagle3 architecture is an EAGLE-3 head whatever --drafter said (with a warning when it said eagle)."""
@@ -199,11 +217,14 @@ def resolve_head_drafter(kind: str, draft, head_layer_fraction) -> tuple[object,
 
     from .inputs import Drafter
 
-    if kind not in ("eagle", "eagle3"):
-        raise InputError(f"--draft names a draft model or an EAGLE head's config.json; a {kind} drafter takes none")
+    if kind not in ("eagle", "eagle3", "mtp"):
+        raise InputError(f"--draft names a draft model or a head's config.json; a {kind} drafter takes none")
     path = Path(str(draft))
     if path.suffix.lower() != ".json" or not path.exists():
         raise InputError(f"--drafter {kind}: --draft must be the head's config.json, got {str(draft)!r}")
+    if kind == "mtp":
+        return Drafter("mtp", head_layer_fraction=float(head_layer_fraction),
+                       head_config=read_mtp_config(path)), []
     head = read_head_config(path)
     warnings = []
     try:
