@@ -108,9 +108,9 @@ def check_tree_options(shape: TreeShape, drafter_kind: str, extra_draft_pass: bo
 
 
 def get_tree_k_values(shape: TreeShape, chosen: int | None, k_values) -> np.ndarray:
-    """Tree tokens to price: 0 (no speculation) and the shape's, or those asked for (each at most what the shape can
-    verify)."""
-    ks = {0, shape.tree_tokens} if k_values is None else set(k_values)
+    """Tree tokens to price: 0 (no speculation) and the shape's, plus any asked for (each at most what the shape can
+    verify): the configured tree is always priced."""
+    ks = {0, shape.tree_tokens} | set(k_values or ())
     if chosen is not None:
         ks.add(chosen)
     top = max(ks)
