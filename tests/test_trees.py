@@ -173,3 +173,19 @@ def test_sglang_tree_log_is_fitted_on_its_own_tree(tmp_path):
     assert float(measured.expected_tokens(15, get_tree_rank_rates(measured, alpha))) == pytest.approx(3.6, abs=1e-6)
     # the priced (wider, deeper) tree accepts more with the same per-depth rate
     assert analyse_speculation(scenario).expected_tokens > 3.6
+
+
+def test_from_logs_prints_the_tree_fit(tmp_path, capsys):
+    from rooflinesim.cli import main
+
+    args = ("server_args=ServerArgs(model_path='m', speculative_algorithm='EAGLE3', speculative_num_steps=5, "
+            "speculative_eagle_topk=4, speculative_num_draft_tokens=16)")
+    line = ("[2025-08-01 10:00:1{i} TP0] Decode batch, #running-req: 8, #token: 4096, token usage: 0.02, "
+            "accept len: 3.60, cuda graph: True, gen throughput (token/s): 900.0, #queue-req: 0, ")
+    log = tmp_path / "sglang-tree.log"
+    log.write_text("\n".join([f"[2025-08-01 10:00:00] {args}"] + [line.format(i=i) for i in range(3)]) + "\n")
+    assert main(["acceptance", "from-logs", str(log)]) == 0
+    out = " ".join(capsys.readouterr().out.split())
+    shape = parse_tree("5,4,16")
+    alpha = fit_alpha_to_accept_length(shape, 3.6)
+    assert f"tree 5,4,16: top-1 acceptance {alpha:.3f} per depth" in out
