@@ -189,3 +189,14 @@ def test_from_logs_prints_the_tree_fit(tmp_path, capsys):
     shape = parse_tree("5,4,16")
     alpha = fit_alpha_to_accept_length(shape, 3.6)
     assert f"tree 5,4,16: top-1 acceptance {alpha:.3f} per depth" in out
+
+
+def test_serve_refuses_a_learning_policy_with_a_tree():
+    from rooflinesim.serve import LengthDistribution, generate_requests, simulate
+
+    scenario = build_scenario("h100", "llama-3.1-8b", 1, 1024, drafter="eagle", alpha=0.7, tree="4,2,6", k_values=[0])
+    requests = generate_requests(10, 1.0, LengthDistribution.parse("256", "p"), LengthDistribution.parse("16", "o"))
+    with pytest.raises(InputError, match="i.i.d. rate"):
+        simulate(scenario, requests, "adaptive")
+    summary = simulate(scenario, requests, "dynamic:5", concurrency=2).get_summary()
+    assert 0 < summary["mean_k"] <= 5

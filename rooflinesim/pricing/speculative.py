@@ -420,12 +420,14 @@ def render_speculative(result: SpeculativeResult, console) -> None:
     console.print(table)
     if result.acceptance_source:
         console.print(f"[bold]Acceptance[/] {escape(result.acceptance_source)}")
-    cold_warm = ("" if result.draft_cold_step_time_s == result.draft_warm_step_time_s else
+    cold_warm = ("" if result.draft_cold_step_time_s == result.draft_warm_step_time_s or result.tree is not None else
                  f" (first {format_seconds(result.draft_cold_step_time_s)} cold, then "
                  f"{format_seconds(result.draft_warm_step_time_s)} warm)")
     if result.tree is not None:
         console.print(f"[bold]Tree[/] {escape(result.tree)}: k counts tree tokens (verify width k + 1); drafting "
-                      f"{format_seconds(result.draft_step_time_s * result.k)} per step at k = {result.k}")
+                      f"{format_seconds(result.draft_step_time_s * result.k)} per step at k = {result.k} (first "
+                      f"forward {format_seconds(result.draft_cold_step_time_s)}, widest "
+                      f"{format_seconds(result.draft_warm_step_time_s)})")
     console.print(
         f"[bold]Speculative[/] k = {result.k}: draft step {format_seconds(result.draft_step_time_s)}{cold_warm}, "
         f"verify {format_seconds(result.verify_step_time_s)}, step {format_seconds(result.step_time_s)}, "

@@ -139,6 +139,9 @@ def simulate(scenario: Scenario, requests: Requests, policy: Policy | str, confi
     config = config.check()
     if isinstance(policy, str):
         policy = parse_policy(policy, get_policy_k_bound(scenario))
+    if scenario.tree is not None and not policy.drops_tree and not policy.plannable:
+        raise InputError(f"policy {policy.name!r} learns a chain's i.i.d. rate from its outcomes; with a draft tree use "
+                         "fixed:K (K tree tokens) or dynamic[:KMAX]")
     if policy.drops_tree and scenario.tree is not None:  # `chain:K` beside a tree: the same engine drafting a chain
         scenario = replace(scenario, tree=None)
         rates = scenario.acceptance.per_position
