@@ -9,8 +9,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from rooflinesim.acceptance.trees import (
-    DraftTree, TreeShape, build_dynamic_tree, expected_accepted_length, fit_alpha_to_accept_length, get_rank_rates,
-    parse_tree, sample_accepted_lengths,
+    DraftTree, expected_accepted_length, fit_alpha_to_accept_length, get_rank_rates, parse_tree,
+    sample_accepted_lengths,
 )
 from rooflinesim.errors import InputError
 from rooflinesim.pricing.speculative import analyse_speculation, price_speculation

@@ -13,6 +13,8 @@ import numpy as np
 
 from ..acceptance.trees import TreeShape, fit_alpha_to_accept_length, get_rank_rates, parse_tree
 from ..errors import InputError
+from ..ops.draft_heads import HeadConfig
+from ..ops.step_ops import get_kv_cache_bytes
 
 #: the warnings of a chain-priced tree measurement that a priced tree makes moot
 _CHAIN_STAND_IN_MARKERS = ("wider verify step is not priced", "prices it as a chain",
@@ -162,13 +164,11 @@ def get_self_draft_context(drafter, context_tokens):
     return context if drafter.kv_budget_tokens is None else np.minimum(context, drafter.kv_budget_tokens)
 
 
-def read_head_config(path) -> "HeadConfig":
+def read_head_config(path) -> HeadConfig:
     """An EAGLE-3 head's config.json (LlamaForCausalLMEagle3, as SGLang and vLLM load it): num_hidden_layers,
     draft_vocab_size (None there: the target's vocabulary), hidden_size, intermediate_size, attention heads."""
     import json
     from pathlib import Path
-
-    from ..ops.draft_heads import HeadConfig
 
     try:
         data = json.loads(Path(path).read_text(encoding="utf-8"))
@@ -191,13 +191,11 @@ def read_head_config(path) -> "HeadConfig":
                       source=str(path))
 
 
-def read_mtp_config(path) -> "HeadConfig":
+def read_mtp_config(path) -> HeadConfig:
     """The MTP modules a config.json states (DeepSeek-V3's `num_nextn_predict_layers`, in the target's own
     config.json): each is one target block with its projection; a draft deeper than the modules reuses the last."""
     import json
     from pathlib import Path
-
-    from ..ops.draft_heads import HeadConfig
 
     try:
         data = json.loads(Path(path).read_text(encoding="utf-8"))
@@ -255,6 +253,41 @@ def check_draft_context(draft_model, context_axis, allow_long_context: bool) -> 
     return [message]
 
 
-__all__ = ["read_head_config", "resolve_head_drafter", "resolve_self_drafter", "check_self_options", "get_self_draft_model", "get_self_draft_context",
-           "check_draft_context", "resolve_tree", "resolve_tree_acceptance", "get_tree_expected_tokens", "get_tree_rank_rates",
-           "get_tree_k_values", "check_tree_options", "get_tree_depth", "measured_tree_shape"]
+def resolve_any_drafter(model_spec, hw_spec, workload, draft, drafter, head_layer_fraction, draft_tp, draft_kv_budget,
+                        draft_layer_fraction, context_axis, allow_long_context):
+    """`resolve_drafter`, plus the self drafter and the draft model's own maximum context (`scenario.drafting`)."""
+    from .inputs import resolve_drafter
+
+    check_self_options(drafter, draft_kv_budget, draft_layer_fraction)
+    if drafter == "self":
+        if draft is not None:
+            raise InputError("--drafter self drafts with the target: --draft names a separate model")
+        return resolve_self_drafter(draft_kv_budget, draft_layer_fraction), None, []
+    if drafter in ("eagle", "eagle3", "mtp") and draft is not None:
+        spec_drafter, warnings = resolve_head_drafter(drafter, draft, head_layer_fraction)
+        return spec_drafter, None, warnings
+    spec_drafter, draft_workload, warnings = resolve_drafter(model_spec, hw_spec, workload, draft, drafter,
+                                                             head_layer_fraction, draft_tp)
+    if spec_drafter.kind == "model":
+        warnings = warnings + check_draft_context(spec_drafter.model, context_axis, allow_long_context)
+    return spec_drafter, draft_workload, warnings
+
+
+def get_self_draft_kv_bytes(scenario, batch, context_tokens, new_tokens) -> np.ndarray:
+    """A self draft's own KV cache per device: none when it reads the target's cache (layer skip alone), else the
+    budget's tokens for its layers (SnapKV / TriForce keep the compressed cache apart; StreamingLLM's sink + window
+    could share the target's, so this is the conservative count). The weights are the target's: never counted."""
+    drafter, w = scenario.drafter, scenario.workload
+    if drafter.kv_budget_tokens is None:
+        return np.zeros(np.broadcast(np.asarray(batch), np.asarray(context_tokens)).shape)
+    tokens = np.minimum(np.asarray(context_tokens, dtype=float) + new_tokens, drafter.kv_budget_tokens)
+    return get_kv_cache_bytes(get_self_draft_model(scenario.model, drafter), batch, tokens, w.kv_dtype,
+                              w.tensor_parallel)
+
+
+__all__ = [
+    "resolve_any_drafter", "get_self_draft_kv_bytes", "read_head_config", "read_mtp_config", "resolve_head_drafter",
+    "resolve_self_drafter", "check_self_options", "get_self_draft_model", "get_self_draft_context",
+    "check_draft_context", "resolve_tree", "resolve_tree_acceptance", "get_tree_expected_tokens",
+    "get_tree_rank_rates", "get_tree_k_values", "check_tree_options", "get_tree_depth", "measured_tree_shape",
+]

@@ -73,7 +73,7 @@ def get_kv_capacity_blocks(scenario: Scenario, policy: Policy, config: ServeConf
     if deployed.drafter is not None and deployed.drafter.kind == "self":
         # a self draft's bounded cache is a fixed size per running sequence, not per token: held for max_num_seqs
         # of them up front, and the target's cache is priced alone per token
-        from ..scenario.builder import get_self_draft_kv_bytes
+        from ..scenario.drafting import get_self_draft_kv_bytes
 
         budget = deployed.drafter.kv_budget_tokens or 0
         fixed = float(np.asarray(get_self_draft_kv_bytes(deployed, config.max_num_seqs, budget, 0)))
