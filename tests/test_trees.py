@@ -15,6 +15,7 @@ from rooflinesim.acceptance.trees import (
 from rooflinesim.errors import InputError
 from rooflinesim.pricing.speculative import analyse_speculation, price_speculation
 from rooflinesim.scenario.builder import build_scenario
+from rooflinesim.scenario.drafting import get_tree_rank_rates
 
 #: Monte Carlo trials per property example; the tolerance is 5 standard errors of the sample mean (an accepted
 #: length is at most the tree's depth, so its standard deviation is at most depth / 2), a false failure rate ~1e-6
@@ -134,14 +135,35 @@ def test_wide_tree_pays_more_at_batch_1_and_less_at_high_batch():
     assert at[(wide, 64)].speedup < at[(narrow, 64)].speedup
 
 
-def test_tree_acceptance_from_a_tree_preset_is_fitted():
-    scenario = build_scenario("h100", "llama-3.1-8b", 1, 2048, drafter="eagle", tree="5,8,26",
-                              acceptance="eagle-vicuna-7b-specbench-tree5-t0")
-    assert scenario.acceptance.alphas is not None
-    assert any("fitted on the priced tree" in w for w in scenario.warnings)
-    assert not any("not priced" in w for w in scenario.warnings)
-    result = analyse_speculation(scenario)
-    assert result.expected_tokens == pytest.approx(3.61, abs=1e-6)
+def test_tree_acceptance_from_a_tree_preset_is_fitted_on_its_tree():
+    # the preset names the tree Spec-Bench ran (EAGLE's mc_sim_7b_63): priced on it, E is the published 3.61
+    same = build_scenario("h100", "llama-2-7b", 1, 1024, drafter="eagle", tree="eagle-mc_sim_7b_63",
+                          acceptance="eagle-vicuna-7b-specbench-tree5-t0")
+    assert any("fitted on the tree it was measured with" in w for w in same.warnings)
+    assert not any("not priced" in w for w in same.warnings)
+    assert analyse_speculation(same).expected_tokens == pytest.approx(3.61, abs=1e-6)
+    # another tree gets the same per-depth rate, so its own E
+    other = build_scenario("h100", "llama-2-7b", 1, 1024, drafter="eagle", tree="5,8,26",
+                           acceptance="eagle-vicuna-7b-specbench-tree5-t0")
+    assert other.acceptance.alphas == same.acceptance.alphas
+    assert analyse_speculation(other).expected_tokens != pytest.approx(3.61, abs=1e-3)
+
+
+def test_a_tree_preset_without_a_named_tree_is_fitted_on_the_priced_tree():
+    from rooflinesim.acceptance.presets import get_preset
+    from rooflinesim.scenario.drafting import resolve_tree_acceptance
+
+    measured = get_preset("eagle-vicuna-7b-specbench-tree5-t0").to_measured()
+    measured = type(measured)(**{**measured.__dict__, "conditions": {**measured.conditions, "tree": None}})
+    shape = parse_tree("5,8,26")
+    (alpha,), _, warnings = resolve_tree_acceptance(shape, measured)
+    assert any("fitted on the priced tree" in w for w in warnings)
+    assert float(shape.expected_tokens(25, get_tree_rank_rates(shape, alpha))) == pytest.approx(3.61, abs=1e-6)
+
+
+def test_named_trees_have_their_published_shapes():
+    eagle, medusa = parse_tree("eagle-mc_sim_7b_63"), parse_tree("medusa-mc_sim_7b_63")
+    assert (eagle.tree_tokens, eagle.steps, medusa.tree_tokens, medusa.steps) == (25, 5, 63, 4)
 
 
 def test_tree_input_errors():
@@ -156,8 +178,6 @@ def test_tree_input_errors():
 
 
 def test_sglang_tree_log_is_fitted_on_its_own_tree(tmp_path):
-    from rooflinesim.scenario.drafting import get_tree_rank_rates
-
     args = ("server_args=ServerArgs(model_path='meta-llama/Llama-3.1-8B-Instruct', speculative_algorithm='EAGLE3', "
             "speculative_num_steps=5, speculative_eagle_topk=4, speculative_num_draft_tokens=16)")
     lines = [f"[2025-08-01 10:00:00] {args}"] + [

@@ -62,7 +62,12 @@ def get_tree_expected_tokens(shape: TreeShape, k, alpha=None, per_depth=None) ->
 
 
 def measured_tree_shape(conditions: dict) -> TreeShape | None:
-    """The tree a measurement ran with, where its conditions state one (SGLang's server_args)."""
+    """The tree a measurement ran with, where its conditions state one (a preset's `tree`, SGLang's server_args)."""
+    if conditions.get("tree"):
+        try:
+            return parse_tree(conditions["tree"])
+        except ValueError:
+            return None
     try:
         steps = int(conditions["speculative_num_steps"])
         topk = int(conditions["speculative_eagle_topk"])
