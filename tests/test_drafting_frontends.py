@@ -69,3 +69,14 @@ def test_plots_take_trees_and_concurrency(tmp_path, capsys):
     assert main(["plot", "speedup", "-o", str(speedup), "--drafter", "self", "--draft-kv-budget", "512",
                  "--batch", "1,16", "--ctx", "4k,32k", "--hw", "h200"]) == 0
     assert speedup.stat().st_size > 10_000
+
+
+def test_speedup_vs_k_chart_of_a_tree_has_no_chain_closed_form():
+    pytest.importorskip("matplotlib")
+    from rooflinesim.plots import plot_speedup_vs_k
+
+    fig = plot_speedup_vs_k("h100", drafter="eagle", tree="4,4,16", alpha=[0.7], k_max=8)
+    (ax,) = fig.axes
+    labels = [text.get_text() for text in ax.get_legend().get_texts()]
+    assert not any("Leviathan" in label for label in labels)
+    assert ax.get_xlabel().startswith("tree tokens k")

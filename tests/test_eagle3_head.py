@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 
-import numpy as np
 import pytest
 
 from rooflinesim.errors import InputError
@@ -74,3 +73,20 @@ def test_head_config_errors(tmp_path):
         _scenario(drafter="eagle3", draft=str(bad))
     with pytest.raises(InputError, match="config.json"):
         _scenario(drafter="eagle3", draft="llama-3.2-1b")
+
+
+def test_mtp_modules_from_the_config(tmp_path):
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps({"architectures": ["DeepseekV3ForCausalLM"], "num_nextn_predict_layers": 3}))
+    three = _scenario(drafter="mtp", draft=str(path))
+    one = _scenario(drafter="mtp")
+    base = build_scenario("h100", "llama-3.1-8b", 1, 2048, speculative=False).get_memory_fit(1, 2048, 0).weight_bytes
+    extra_three = three.get_memory_fit(1, 2048, 0).weight_bytes - base
+    extra_one = one.get_memory_fit(1, 2048, 0).weight_bytes - base
+    assert extra_three == pytest.approx(3 * extra_one)
+    # each draft step still runs one module
+    assert float(price_speculation(three, 1, 2048, 2).draft_warm_step_time_s) == pytest.approx(
+        float(price_speculation(one, 1, 2048, 2).draft_warm_step_time_s))
+    path.write_text(json.dumps({"num_nextn_predict_layers": 0}))
+    with pytest.raises(InputError, match="num_nextn_predict_layers"):
+        _scenario(drafter="mtp", draft=str(path))

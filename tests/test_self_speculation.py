@@ -78,3 +78,27 @@ def test_draft_past_its_max_context_is_refused_like_the_target():
     scenario = build_scenario("a100", "mistral-7b", 1, "16k", draft="llama-2-7b", allow_long_context=True)
     assert any("exceeds draft Llama-2-7B's max context" in w for w in scenario.warnings)
     build_scenario("a100", "mistral-7b", 1, "4k", draft="llama-2-7b")  # within both: silent
+
+
+def test_serve_holds_the_draft_cache_per_sequence_not_per_token():
+    from rooflinesim.serve import ServeConfig, generate_requests, LengthDistribution, simulate
+    from rooflinesim.serve.engine import get_kv_capacity_blocks
+    from rooflinesim.serve.policies import parse_policy
+
+    scenario = _self(1, ctx="8k")
+    config = ServeConfig(max_num_seqs=64)
+    spec, _ = get_kv_capacity_blocks(scenario, parse_policy("fixed:3"), config)
+    free_draft = build_scenario("h200", "llama-3.1-8b", 1, "8k", drafter="ngram", alpha=0.8)  # no draft memory
+    off, per_token = get_kv_capacity_blocks(free_draft, parse_policy("fixed:3"), config)
+    # 64 sequences x 512 tokens of draft cache (the draft runs all 32 layers: the target's bytes per token)
+    assert (off - spec) * 16 * per_token == pytest.approx(64 * 512 * per_token, rel=0.01)
+    requests = generate_requests(40, 1.0, LengthDistribution.parse("4096", "p"), LengthDistribution.parse("64", "o"))
+    result = simulate(scenario, requests, "fixed:3", config, concurrency=8)
+    assert result.get_summary()["preemptions"] == 0
+
+
+def test_medusa_tree_counts_one_head_per_depth():
+    tree = "[[0],[1],[2],[0,0],[0,1],[1,0],[0,0,0]]"
+    scenario = build_scenario("h100", "llama-3.1-8b", 1, 2048, drafter="medusa", tree=tree, alpha=0.7)
+    chain = build_scenario("h100", "llama-3.1-8b", 1, 2048, drafter="medusa", alpha=0.7, k=3)
+    assert scenario.get_memory_fit(1, 2048, 7).weight_bytes == chain.get_memory_fit(1, 2048, 3).weight_bytes

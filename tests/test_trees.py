@@ -9,12 +9,13 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from rooflinesim.acceptance.trees import (
-    DraftTree, TreeShape, build_dynamic_tree, expected_accepted_length, fit_alpha_to_accept_length, get_rank_rates,
-    parse_tree, sample_accepted_lengths,
+    DraftTree, expected_accepted_length, fit_alpha_to_accept_length, get_rank_rates, parse_tree,
+    sample_accepted_lengths,
 )
 from rooflinesim.errors import InputError
 from rooflinesim.pricing.speculative import analyse_speculation, price_speculation
 from rooflinesim.scenario.builder import build_scenario
+from rooflinesim.scenario.drafting import get_tree_rank_rates
 
 #: Monte Carlo trials per property example; the tolerance is 5 standard errors of the sample mean (an accepted
 #: length is at most the tree's depth, so its standard deviation is at most depth / 2), a false failure rate ~1e-6
@@ -134,14 +135,35 @@ def test_wide_tree_pays_more_at_batch_1_and_less_at_high_batch():
     assert at[(wide, 64)].speedup < at[(narrow, 64)].speedup
 
 
-def test_tree_acceptance_from_a_tree_preset_is_fitted():
-    scenario = build_scenario("h100", "llama-3.1-8b", 1, 2048, drafter="eagle", tree="5,8,26",
-                              acceptance="eagle-vicuna-7b-specbench-tree5-t0")
-    assert scenario.acceptance.alphas is not None
-    assert any("fitted on the priced tree" in w for w in scenario.warnings)
-    assert not any("not priced" in w for w in scenario.warnings)
-    result = analyse_speculation(scenario)
-    assert result.expected_tokens == pytest.approx(3.61, abs=1e-6)
+def test_tree_acceptance_from_a_tree_preset_is_fitted_on_its_tree():
+    # the preset names the tree Spec-Bench ran (EAGLE's mc_sim_7b_63): priced on it, E is the published 3.61
+    same = build_scenario("h100", "llama-2-7b", 1, 1024, drafter="eagle", tree="eagle-mc_sim_7b_63",
+                          acceptance="eagle-vicuna-7b-specbench-tree5-t0")
+    assert any("fitted on the tree it was measured with" in w for w in same.warnings)
+    assert not any("not priced" in w for w in same.warnings)
+    assert analyse_speculation(same).expected_tokens == pytest.approx(3.61, abs=1e-6)
+    # another tree gets the same per-depth rate, so its own E
+    other = build_scenario("h100", "llama-2-7b", 1, 1024, drafter="eagle", tree="5,8,26",
+                           acceptance="eagle-vicuna-7b-specbench-tree5-t0")
+    assert other.acceptance.alphas == same.acceptance.alphas
+    assert analyse_speculation(other).expected_tokens != pytest.approx(3.61, abs=1e-3)
+
+
+def test_a_tree_preset_without_a_named_tree_is_fitted_on_the_priced_tree():
+    from rooflinesim.acceptance.presets import get_preset
+    from rooflinesim.scenario.drafting import resolve_tree_acceptance
+
+    measured = get_preset("eagle-vicuna-7b-specbench-tree5-t0").to_measured()
+    measured = type(measured)(**{**measured.__dict__, "conditions": {**measured.conditions, "tree": None}})
+    shape = parse_tree("5,8,26")
+    (alpha,), _, warnings = resolve_tree_acceptance(shape, measured)
+    assert any("fitted on the priced tree" in w for w in warnings)
+    assert float(shape.expected_tokens(25, get_tree_rank_rates(shape, alpha))) == pytest.approx(3.61, abs=1e-6)
+
+
+def test_named_trees_have_their_published_shapes():
+    eagle, medusa = parse_tree("eagle-mc_sim_7b_63"), parse_tree("medusa-mc_sim_7b_63")
+    assert (eagle.tree_tokens, eagle.steps, medusa.tree_tokens, medusa.steps) == (25, 5, 63, 4)
 
 
 def test_tree_input_errors():
@@ -153,3 +175,48 @@ def test_tree_input_errors():
         _tree_scenario("4,2,6", 1, drafter="medusa")
     with pytest.raises(InputError, match="extra draft pass"):
         build_scenario("h100", "llama-3.1-8b", 1, 2048, drafter="model", tree="4,2,6", extra_draft_pass=True)
+
+
+def test_sglang_tree_log_is_fitted_on_its_own_tree(tmp_path):
+    args = ("server_args=ServerArgs(model_path='meta-llama/Llama-3.1-8B-Instruct', speculative_algorithm='EAGLE3', "
+            "speculative_num_steps=5, speculative_eagle_topk=4, speculative_num_draft_tokens=16)")
+    lines = [f"[2025-08-01 10:00:00] {args}"] + [
+        f"[2025-08-01 10:00:{10 + i} TP0] Decode batch, #running-req: 8, #token: 4096, token usage: 0.02, "
+        f"accept len: {v:.2f}, cuda graph: True, gen throughput (token/s): 900.0, #queue-req: 0, "
+        for i, v in enumerate((3.55, 3.65, 3.60, 3.60))]
+    log = tmp_path / "sglang-tree.log"
+    log.write_text("\n".join(lines) + "\n")
+    scenario = build_scenario("h100", "llama-3.1-8b", 1, 2048, drafter="eagle3", tree="6,10,60", acceptance=str(log))
+    assert any("fitted on the tree it was measured with" in w for w in scenario.warnings)
+    measured = parse_tree("5,4,16")
+    alpha = scenario.acceptance.alphas[0]
+    assert float(measured.expected_tokens(15, get_tree_rank_rates(measured, alpha))) == pytest.approx(3.6, abs=1e-6)
+    # the priced (wider, deeper) tree accepts more with the same per-depth rate
+    assert analyse_speculation(scenario).expected_tokens > 3.6
+
+
+def test_from_logs_prints_the_tree_fit(tmp_path, capsys):
+    from rooflinesim.cli import main
+
+    args = ("server_args=ServerArgs(model_path='m', speculative_algorithm='EAGLE3', speculative_num_steps=5, "
+            "speculative_eagle_topk=4, speculative_num_draft_tokens=16)")
+    line = ("[2025-08-01 10:00:1{i} TP0] Decode batch, #running-req: 8, #token: 4096, token usage: 0.02, "
+            "accept len: 3.60, cuda graph: True, gen throughput (token/s): 900.0, #queue-req: 0, ")
+    log = tmp_path / "sglang-tree.log"
+    log.write_text("\n".join([f"[2025-08-01 10:00:00] {args}"] + [line.format(i=i) for i in range(3)]) + "\n")
+    assert main(["acceptance", "from-logs", str(log)]) == 0
+    out = " ".join(capsys.readouterr().out.split())
+    shape = parse_tree("5,4,16")
+    alpha = fit_alpha_to_accept_length(shape, 3.6)
+    assert f"tree 5,4,16: top-1 acceptance {alpha:.3f} per depth" in out
+
+
+def test_serve_refuses_a_learning_policy_with_a_tree():
+    from rooflinesim.serve import LengthDistribution, generate_requests, simulate
+
+    scenario = build_scenario("h100", "llama-3.1-8b", 1, 1024, drafter="eagle", alpha=0.7, tree="4,2,6", k_values=[0])
+    requests = generate_requests(10, 1.0, LengthDistribution.parse("256", "p"), LengthDistribution.parse("16", "o"))
+    with pytest.raises(InputError, match="i.i.d. rate"):
+        simulate(scenario, requests, "adaptive")
+    summary = simulate(scenario, requests, "dynamic:5", concurrency=2).get_summary()
+    assert 0 < summary["mean_k"] <= 5

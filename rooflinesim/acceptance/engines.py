@@ -342,8 +342,10 @@ def _parse_sglang(text: str, source: str, k_given: int | None) -> MeasuredAccept
                                     "was given")
     topk = records[-1][4]
     if topk.isdigit() and int(topk) > 1:
+        tokens = args.get("speculative_num_draft_tokens", "TOKENS").strip("'")
         warnings.append(f"{source}: speculative_eagle_topk = {topk} drafts a tree: its accept length is not a "
-                        f"chain's, and the i.i.d. alpha below prices it as a chain of depth {k}")
+                        f"chain's, and the i.i.d. alpha below prices it as a chain of depth {k} (pass --tree "
+                        f"{k},{topk},{tokens} to price the tree)")
     mean, ci = _mean_with_interval([r[2] for r in records], [r[3] for r in records])
     if ci is not None:
         warnings.append(f"{source}: the interval on E comes from the spread over {len(records)} logged intervals, "

@@ -61,6 +61,9 @@ class AcceptancePreset(_Strict):
     expected_tokens: float | None = None
     expected_tokens_by_k: dict[int, float] | None = Field(default=None, strict=False)
     per_position: tuple[float, ...] | None = Field(default=None, strict=False)
+    #: the tree a tree preset was measured with, where known: a name of `trees.NAMED_TREES` or SGLang's
+    #: steps,topk,num_draft_tokens (a measured accept length is then fitted on it, `scenario.drafting`)
+    tree: str | None = None
     source: PresetSource
 
     @model_validator(mode="after")
@@ -83,13 +86,22 @@ class AcceptancePreset(_Strict):
                                  "chain's E(k) - E(k-1) = a_1...a_k), within rounding to 2 decimals")
         if self.shape == "tree" and self.per_position is not None:
             raise ValueError("a tree has no chain per-position rates: store its expected_tokens at its depth k")
+        if self.tree is not None:
+            from .trees import parse_tree
+
+            if self.shape != "tree":
+                raise ValueError("only a tree preset names its tree")
+            depth = parse_tree(self.tree).steps  # ValueError for an unknown tree
+            if depth != self.k:
+                raise ValueError(f"tree {self.tree} has depth {depth}, not k = {self.k}")
         return self
 
     @property
     def conditions(self) -> dict:
-        return {"method": self.method, "target": self.target, "draft": self.draft, "task": self.task,
-                "shape": self.shape, "k": self.k, "temperature": self.temperature, "engine": self.engine,
-                "source": self.source.url, "confidence": self.source.confidence}
+        conditions = {"method": self.method, "target": self.target, "draft": self.draft, "task": self.task,
+                      "shape": self.shape, "k": self.k, "temperature": self.temperature, "engine": self.engine,
+                      "source": self.source.url, "confidence": self.source.confidence}
+        return conditions if self.tree is None else {**conditions, "tree": self.tree}
 
     def describe_conditions(self) -> str:
         return (f"{self.method} {self.draft} -> {self.target}, {self.task}, {self.shape} k = {self.k}, "
@@ -127,7 +139,7 @@ class AcceptancePreset(_Strict):
         if self.shape == "tree":
             warnings.append(f"{where}: a tree's accepted length at depth {self.k} exceeds what a chain of {self.k} "
                             "drafts with the same per-token acceptance commits; the i.i.d. chain alpha below is an "
-                            "optimistic stand-in, and the tree's wider verify step is not priced")
+                            "optimistic stand-in, and the tree's wider verify step is not priced (pass --tree to price a tree)")
         return from_mean_length(where, where, self.expected_tokens, self.k,
                                 warnings=warnings, conditions=self.conditions)
 

@@ -31,7 +31,7 @@ from functools import cached_property
 
 import numpy as np
 
-__all__ = ["DraftTree", "TreeShape", "get_rank_rates", "get_node_probabilities", "expected_accepted_length",
+__all__ = ["DraftTree", "TreeShape", "NAMED_TREES", "get_rank_rates", "get_node_probabilities", "expected_accepted_length",
            "sample_accepted_lengths", "build_dynamic_tree", "fit_alpha_to_accept_length", "parse_tree"]
 
 #: no tree beyond these (SGLang's kernels cap num_draft_tokens far below; 1024 keeps every table small)
@@ -300,10 +300,32 @@ def fit_alpha_to_accept_length(shape: TreeShape, accept_length: float, tree_toke
     return float(hi)
 
 
+#: static trees the methods ship, by name: (paths, where they come from)
+NAMED_TREES = {
+    "eagle-mc_sim_7b_63": (
+        [[0], [1], [2], [3], [0, 0], [0, 1], [0, 2], [1, 0], [1, 1], [2, 0], [2, 1], [3, 0], [0, 0, 0], [0, 0, 1],
+         [0, 0, 2], [0, 1, 0], [0, 1, 1], [0, 2, 0], [0, 2, 1], [1, 0, 0], [0, 0, 0, 0], [0, 0, 0, 1], [0, 0, 0, 2],
+         [0, 0, 0, 0, 0], [0, 0, 0, 0, 1]],
+        "EAGLE's default tree (SafeAILab/EAGLE eagle/model/choices.py @08dc06c): 25 tokens, depth 5"),
+    "medusa-mc_sim_7b_63": (
+        [[0], [0, 0], [1], [0, 1], [2], [0, 0, 0], [1, 0], [0, 2], [3], [0, 3], [4], [0, 4], [2, 0], [0, 5],
+         [0, 0, 1], [5], [0, 6], [6], [0, 7], [0, 1, 0], [1, 1], [7], [0, 8], [0, 0, 2], [3, 0], [0, 9], [8], [9],
+         [1, 0, 0], [0, 2, 0], [1, 2], [0, 0, 3], [4, 0], [2, 1], [0, 0, 4], [0, 0, 5], [0, 0, 0, 0], [0, 1, 1],
+         [0, 0, 6], [0, 3, 0], [5, 0], [1, 3], [0, 0, 7], [0, 0, 8], [0, 0, 9], [6, 0], [0, 4, 0], [1, 4], [7, 0],
+         [0, 1, 2], [2, 0, 0], [3, 1], [2, 2], [8, 0], [0, 5, 0], [1, 5], [1, 0, 1], [0, 2, 1], [9, 0], [0, 6, 0],
+         [0, 0, 0, 1], [1, 6], [0, 7, 0]],
+        "Medusa's default tree (FasterDecoding/Medusa medusa/model/medusa_choices.py @11af0aa): 63 tokens, depth 4"),
+}
+
+
 def parse_tree(text) -> TreeShape:
-    """`steps,topk,num_draft_tokens` (SGLang's three flags, e.g. 6,10,60) or a static tree as a JSON list of paths
-    (Medusa's medusa_choices, e.g. [[0],[1],[0,0]]). ValueError with a one-line message on anything else."""
+    """`steps,topk,num_draft_tokens` (SGLang's three flags, e.g. 6,10,60), a static tree as a JSON list of paths
+    (Medusa's medusa_choices, e.g. [[0],[1],[0,0]]) or a named one (`NAMED_TREES`). ValueError with a one-line
+    message on anything else."""
     text = str(text).strip()
+    if text in NAMED_TREES:
+        tree = DraftTree.from_paths(NAMED_TREES[text][0])
+        return TreeShape(tree.depth, tree.max_rank + 1, tree.size + 1, tree)
     if text.startswith("["):
         try:
             paths = json.loads(text)
@@ -319,7 +341,8 @@ def parse_tree(text) -> TreeShape:
         steps, topk, tokens = (int(x) for x in parts)
     except ValueError:
         raise ValueError(f"tree {text!r}: give steps,topk,num_draft_tokens (SGLang's speculative_num_steps, "
-                         "speculative_eagle_topk, speculative_num_draft_tokens) or a JSON list of paths") from None
+                         "speculative_eagle_topk, speculative_num_draft_tokens), a JSON list of paths or one of "
+                         f"{', '.join(NAMED_TREES)}") from None
     if not (1 <= steps <= MAX_TREE_DEPTH and 1 <= topk <= 64 and 2 <= tokens <= MAX_TREE_NODES + 1):
         raise ValueError(f"tree {text!r}: steps in 1..{MAX_TREE_DEPTH}, topk in 1..64 and num_draft_tokens in "
                          f"2..{MAX_TREE_NODES + 1}")

@@ -138,6 +138,25 @@ def _cmd_validate(args) -> int:
     return 0
 
 
+def _print_tree_fit(result: MeasuredAcceptance, console) -> None:
+    """A tree's accept length (SGLang with speculative_eagle_topk > 1) as the top-1 rate per depth of its own tree
+    (`acceptance.trees`), the number `--tree` prices it with."""
+    from ..scenario.drafting import measured_tree_shape
+
+    shape = measured_tree_shape(result.conditions)
+    if shape is None or shape.topk == 1 or result.per_position is not None:
+        return
+    from ..acceptance.trees import fit_alpha_to_accept_length
+
+    try:
+        alpha = fit_alpha_to_accept_length(shape, result.expected_tokens)
+    except ValueError:
+        return
+    console.print(f"tree {shape.steps},{shape.topk},{shape.num_draft_tokens}: top-1 acceptance {alpha:.3f} per depth "
+                  f"gives this accept length (geometric over ranks); price it with --tree {shape.steps},{shape.topk},"
+                  f"{shape.num_draft_tokens}")
+
+
 def print_acceptance(result: MeasuredAcceptance, as_json: bool = False) -> None:
     """The result as text tables (warnings on stderr-like yellow lines) or JSON on stdout (warnings on stderr)."""
     if as_json:
@@ -167,6 +186,7 @@ def print_acceptance(result: MeasuredAcceptance, as_json: bool = False) -> None:
     console.print(f"E at the measured k = {result.k}: {result.expected_tokens:.3f} tokens per step{e_ci}"
                   + ("" if result.n_drafts is None else f", over {result.n_drafts:,} speculative steps"))
     console.print(f"i.i.d. alpha with the same E at k = {result.k}: {result.iid_alpha:.3f}{a_ci}")
+    _print_tree_fit(result, console)
     pmf = result.committed_tokens_pmf
     basis = "" if result.per_position is not None else " (under the i.i.d. alpha: the source gives a mean only)"
     console.print(f"committed tokens per step{basis}: " + ", ".join(f"{n}: {p:.1%}" for n, p in enumerate(pmf, 1)))

@@ -158,7 +158,8 @@ def get_head_weight_bytes(kind: str, target: ModelSpec, workload: Workload, k: i
     if kind == "medusa":
         return float(k * sum(np.max(op.weight_bytes) for op in rest))
     own = [op for op in rest if op.name not in ("embedding", "lm_head", "final_norm")]
-    return float(sum(np.max(op.weight_bytes) for op in layer + own))
+    modules = head.num_layers if kind == "mtp" and head is not None else 1  # DeepSeek-V3: num_nextn_predict_layers
+    return float(modules * sum(np.max(op.weight_bytes) for op in layer + own))
 
 
 __all__ = ["HEAD_KINDS", "HEAD_SOURCES", "HeadConfig", "EAGLE3_DRAFT_VOCAB_SIZE", "get_eagle3_model", "get_head_ops",

@@ -183,7 +183,8 @@ def plot_speedup_vs_k(
         gap = max(gap, float(np.max(np.abs(closed - model_curve))))
         ax.plot(ks, model_curve, marker="o", markersize=4, color=color, linewidth=3, alpha=0.55, zorder=2,
                 label=f"alpha = {a:g}")
-        ax.plot(ks, closed, linestyle="--", color=color, linewidth=1.5, zorder=3)
+        if scenario.tree is None:  # Leviathan's form is a chain's: no closed form drawn for a tree
+            ax.plot(ks, closed, linestyle="--", color=color, linewidth=1.5, zorder=3)
         best = int(data["best_index"][i])
         ax.plot([ks[best]], [model_curve[best]], marker="*", markersize=15, color=color, markeredgecolor="black",
                 zorder=6)
@@ -192,16 +193,19 @@ def plot_speedup_vs_k(
                     bbox=dict(boxstyle="round,pad=0.15", facecolor="white", edgecolor="none", alpha=0.85))
     ax.axhline(1.0, color="grey", linestyle=":", linewidth=1)
     handles, _ = ax.get_legend_handles_labels()
+    closed_form = [] if scenario.tree is not None else [
+        Line2D([], [], color="black", linestyle="--", linewidth=1.5,
+               label=f"Leviathan closed form, c = {c:.3f} (max gap {gap:.2f}x)")]
     handles += [
         Line2D([], [], color="black", linewidth=3, alpha=0.55, label="step model (verify priced at k + 1 tokens)"),
-        Line2D([], [], color="black", linestyle="--", linewidth=1.5,
-               label=f"Leviathan closed form, c = {c:.3f} (max gap {gap:.2f}x)"),
+        *closed_form,
         Line2D([], [], color="black", marker="*", linestyle="none", markersize=11, label="best k (step model)"),
         Line2D([], [], color="grey", linestyle=":", label="speedup = 1 (plain decoding)"),
     ]
     ax.legend(handles=handles, loc="best", fontsize=8, ncol=2)
     ax.set_xticks(ks)
-    ax.set_xlabel("draft length k (draft tokens per speculative step)")
+    ax.set_xlabel("draft length k (draft tokens per speculative step)" if scenario.tree is None else
+                  f"tree tokens k ({scenario.tree.describe()}; alpha: top-1 rate per depth)")
     ax.set_ylabel("speedup over plain decoding (x)")
     ax.grid(True, alpha=0.3)
     ax.set_ylim(bottom=min(0.0 + 0.9 * float(np.min(result.speedup)), 0.9))

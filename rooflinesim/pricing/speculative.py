@@ -20,8 +20,8 @@ import numpy as np
 from ..acceptance.closed_form import get_expected_tokens
 from ..scenario.builder import Scenario
 from ..ops.draft_heads import get_head_ops
-from ..ops.tree_attention import get_tree_mask_ops
 from ..scenario.drafting import get_self_draft_context, get_self_draft_model, get_tree_expected_tokens
+from .trees import get_tree_draft_times_s, get_tree_mask_time_s
 from ..ops.sections import get_acceptance_rule_ops, get_sampler_ops
 from ..step import StepCost, get_ops_time_s, get_ratio_rel_sigma, get_rel_sigma, get_workload_step
 from ..timing import Z90, TimingModel, get_op_time
@@ -90,38 +90,6 @@ def get_draft_step_time_s(scenario: Scenario, timing: TimingModel, batch, contex
     rest_time = get_ops_time_s(hw, rest, dtype, timing, 0, graph_batch)
     shape = np.broadcast(np.asarray(batch), np.asarray(context_tokens)).shape
     return np.broadcast_to(drafter.head_layer_fraction * layer_time + rest_time, shape)
-
-
-def get_tree_draft_times_s(scenario: Scenario, timing: TimingModel, batch, context_tokens, decode=None):
-    """(first draft forward, a widest one, all of them) for the scenario's tree: SGLang / EAGLE-2 run `steps` draft
-    forwards, the first from the root and each later one over the top-k frontier (static trees: the nodes of each
-    depth that have children); Medusa's heads run once each, side by side, whatever the tree's width."""
-    tree = scenario.tree
-    widths = tree.draft_widths
-    if scenario.drafter.kind == "medusa":
-        one = get_draft_step_time_s(scenario, timing, batch, context_tokens, decode)
-        return one, one, one * len(widths)
-    times = {w: get_draft_step_time_s(scenario, timing, batch, context_tokens, decode, tree_width=w)
-             for w in set(widths)}
-    first = get_draft_step_time_s(scenario, timing, batch, context_tokens, decode, tree_width=widths[0],
-                                  first_step=True)
-    total = first + sum(times[w] for w in widths[1:])
-    return first, times[max(widths)], total
-
-
-def get_tree_mask_time_s(scenario: Scenario, timing: TimingModel, batch, verify_tokens) -> np.ndarray:
-    """The tree mask's extra attention over a verify of `verify_tokens` per sequence (`ops.tree_attention`), 0 for a
-    chain (one node per depth: engines verify it causally). The mask runs inside the attention kernel, so its op is
-    priced less what the timing model charges an empty op (a launch of its own that never happens)."""
-    if scenario.tree.nodes_per_depth_max <= 1:
-        return np.zeros(np.broadcast(np.asarray(batch), np.asarray(verify_tokens)).shape)
-    w = scenario.workload
-    ops = get_tree_mask_ops(scenario.model, batch, verify_tokens, w.tensor_parallel)
-    bound = timing.for_step(ops)
-    empty = get_tree_mask_ops(scenario.model, batch, 1, w.tensor_parallel)
-    return sum((get_op_time(bound, scenario.hardware, op, w.activation_dtype).time_s
-                - get_op_time(bound, scenario.hardware, none, w.activation_dtype).time_s
-                for op, none in zip(ops, empty)), np.asarray(0.0))
 
 
 @dataclass(frozen=True)
@@ -256,7 +224,8 @@ def price_speculation(scenario: Scenario, batch=None, context_tokens=None, k=Non
     draft = (cold + np.maximum(k - 1, 0) * warm) / np.maximum(k, 1)
     tree = scenario.tree
     if tree is not None:  # depth draft forwards at their widths, spread over the k tree tokens (step = k x draft + ..)
-        cold, warm, total = get_tree_draft_times_s(scenario, draft_timing, batch, context_tokens, decode)
+        cold, warm, total = get_tree_draft_times_s(scenario, draft_timing, batch, context_tokens,
+                                                   get_draft_step_time_s, decode)
         draft = total / np.maximum(k, 1)
     verify_step = get_workload_step(hw, scenario.model, w, k + 1, verify_timing, context_tokens, batch)
     verify = verify_step.step_time_s
@@ -460,12 +429,14 @@ def render_speculative(result: SpeculativeResult, console) -> None:
     console.print(table)
     if result.acceptance_source:
         console.print(f"[bold]Acceptance[/] {escape(result.acceptance_source)}")
-    cold_warm = ("" if result.draft_cold_step_time_s == result.draft_warm_step_time_s else
+    cold_warm = ("" if result.draft_cold_step_time_s == result.draft_warm_step_time_s or result.tree is not None else
                  f" (first {format_seconds(result.draft_cold_step_time_s)} cold, then "
                  f"{format_seconds(result.draft_warm_step_time_s)} warm)")
     if result.tree is not None:
         console.print(f"[bold]Tree[/] {escape(result.tree)}: k counts tree tokens (verify width k + 1); drafting "
-                      f"{format_seconds(result.draft_step_time_s * result.k)} per step at k = {result.k}")
+                      f"{format_seconds(result.draft_step_time_s * result.k)} per step at k = {result.k} (first "
+                      f"forward {format_seconds(result.draft_cold_step_time_s)}, widest "
+                      f"{format_seconds(result.draft_warm_step_time_s)})")
     console.print(
         f"[bold]Speculative[/] k = {result.k}: draft step {format_seconds(result.draft_step_time_s)}{cold_warm}, "
         f"verify {format_seconds(result.verify_step_time_s)}, step {format_seconds(result.step_time_s)}, "

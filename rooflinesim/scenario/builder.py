@@ -32,14 +32,14 @@ from ..units import DEFAULT_QUANT_GROUP_SIZE, GIGA, format_count
 
 from ..acceptance.trees import TreeShape
 from .drafting import (
-    check_draft_context, check_self_options, check_tree_options, get_tree_depth, get_tree_k_values,
-    resolve_head_drafter, resolve_self_drafter, resolve_tree, resolve_tree_acceptance,
+    check_tree_options, get_self_draft_kv_bytes, get_tree_depth, get_tree_k_values, resolve_any_drafter, resolve_tree,
+    resolve_tree_acceptance,
 )
 from .inputs import (
     DEFAULT_GPU_MEMORY_UTILIZATION, DEFAULT_HARDWARE, DEFAULT_HEAD_LAYER_FRACTION, DEFAULT_MEMORY_RESERVE_BYTES,
     DEFAULT_MODEL, MAX_GRID_VALUES, MAX_K, Acceptance, Drafter, _as_list, check_batch_axis, check_context_axis,
     check_draft_first_step_tokens, check_k, check_positive_int, resolve_acceptance, resolve_acceptance_source,
-    resolve_drafter, resolve_dtypes, resolve_memory_options, resolve_quant_kernel,
+    resolve_dtypes, resolve_memory_options, resolve_quant_kernel,
 )
 from .inputs import resolve_engine
 
@@ -115,6 +115,8 @@ class Scenario:
             kind = "eagle" if self.drafter.kind == "head" else self.drafter.kind
             per_head = get_head_weight_bytes(kind, self.model, w, head=self.drafter.head_config)
             heads = np.maximum(np.asarray(k), 1) if kind == "medusa" else 1
+            if kind == "medusa" and self.tree is not None:  # one head per depth of the tree, whatever its width
+                heads = self.tree.static.depth if self.tree.static is not None else self.tree.steps
             return replace(fit, weight_bytes=fit.weight_bytes + heads * per_head)
         if self.drafter is not None and self.drafter.kind == "self":
             return replace(fit, kv_cache_bytes=fit.kv_cache_bytes + get_self_draft_kv_bytes(self, b, s, q))
@@ -138,20 +140,6 @@ class Scenario:
         free = one.capacity_bytes - one.weight_bytes
         fitting = np.floor(free / (one.kv_cache_bytes + one.activation_bytes))
         return np.clip(fitting, 0, float(1 << 53)).astype(np.int64)
-
-
-def get_self_draft_kv_bytes(scenario: Scenario, batch, context_tokens, new_tokens) -> np.ndarray:
-    """A self draft's own KV cache per device: none when it reads the target's cache (layer skip alone), else the
-    budget's tokens for its layers (SnapKV / TriForce keep the compressed cache apart; StreamingLLM's sink + window
-    could share the target's, so this is the conservative count). The weights are the target's: never counted."""
-    drafter, w = scenario.drafter, scenario.workload
-    if drafter.kv_budget_tokens is None:
-        return np.zeros(np.broadcast(np.asarray(batch), np.asarray(context_tokens)).shape)
-    from .drafting import get_self_draft_model
-
-    tokens = np.minimum(np.asarray(context_tokens, dtype=float) + new_tokens, drafter.kv_budget_tokens)
-    return get_kv_cache_bytes(get_self_draft_model(scenario.model, drafter), batch, tokens, w.kv_dtype,
-                              w.tensor_parallel)
 
 
 # --- checking user values ------------------------------------------------------------------------------------------
@@ -324,7 +312,7 @@ def build_scenario(
             raise InputError(f"k = {int(ks[-1])} drafts need {int(ks[-1])} per-position acceptance rates, got "
                              f"{acceptance.max_k}")
         _check_grid_size(batch_axis, context_axis, ks, len(acceptance.alphas or (0,)))
-        spec_drafter, draft_workload, drafter_warnings = _resolve_drafter(
+        spec_drafter, draft_workload, drafter_warnings = resolve_any_drafter(
             model_spec, hw_spec, workload, draft, drafter, head_layer_fraction, draft_tp, draft_kv_budget,
             draft_layer_fraction, context_axis, allow_long_context)
         warnings += drafter_warnings
@@ -343,24 +331,6 @@ def build_scenario(
     warnings += _memory_warnings(scenario)
     warnings += _pricing_warnings(scenario)
     return replace(scenario, warnings=tuple(dict.fromkeys(warnings)))
-
-
-def _resolve_drafter(model_spec, hw_spec, workload, draft, drafter, head_layer_fraction, draft_tp, draft_kv_budget,
-                     draft_layer_fraction, context_axis, allow_long_context):
-    """`resolve_drafter`, plus the self drafter and the draft model's own maximum context (`scenario.drafting`)."""
-    check_self_options(drafter, draft_kv_budget, draft_layer_fraction)
-    if drafter == "self":
-        if draft is not None:
-            raise InputError("--drafter self drafts with the target: --draft names a separate model")
-        return resolve_self_drafter(draft_kv_budget, draft_layer_fraction), None, []
-    if drafter in ("eagle", "eagle3") and draft is not None:
-        spec_drafter, warnings = resolve_head_drafter(drafter, draft, head_layer_fraction)
-        return spec_drafter, None, warnings
-    spec_drafter, draft_workload, warnings = resolve_drafter(model_spec, hw_spec, workload, draft, drafter,
-                                                             head_layer_fraction, draft_tp)
-    if spec_drafter.kind == "model":
-        warnings = warnings + check_draft_context(spec_drafter.model, context_axis, allow_long_context)
-    return spec_drafter, draft_workload, warnings
 
 
 def _with_tree(scenario, shape, model_spec, hw_spec, workload, warnings, draft, drafter, head_layer_fraction,
@@ -392,7 +362,7 @@ def _with_tree(scenario, shape, model_spec, hw_spec, workload, warnings, draft, 
     ks = get_tree_k_values(shape, chosen, None if k_values is None else
                            [check_k(x) for x in _as_list(k_values)])
     _check_grid_size(batch_axis, context_axis, ks, len(resolved.alphas or (0,)))
-    spec_drafter, draft_workload, drafter_warnings = _resolve_drafter(
+    spec_drafter, draft_workload, drafter_warnings = resolve_any_drafter(
         model_spec, hw_spec, workload, draft, drafter, head_layer_fraction, draft_tp, draft_kv_budget,
         draft_layer_fraction, context_axis, allow_long_context)
     warnings += drafter_warnings

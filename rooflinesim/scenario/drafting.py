@@ -13,6 +13,8 @@ import numpy as np
 
 from ..acceptance.trees import TreeShape, fit_alpha_to_accept_length, get_rank_rates, parse_tree
 from ..errors import InputError
+from ..ops.draft_heads import HeadConfig
+from ..ops.step_ops import get_kv_cache_bytes
 
 #: the warnings of a chain-priced tree measurement that a priced tree makes moot
 _CHAIN_STAND_IN_MARKERS = ("wider verify step is not priced", "prices it as a chain",
@@ -60,7 +62,12 @@ def get_tree_expected_tokens(shape: TreeShape, k, alpha=None, per_depth=None) ->
 
 
 def measured_tree_shape(conditions: dict) -> TreeShape | None:
-    """The tree a measurement ran with, where its conditions state one (SGLang's server_args)."""
+    """The tree a measurement ran with, where its conditions state one (a preset's `tree`, SGLang's server_args)."""
+    if conditions.get("tree"):
+        try:
+            return parse_tree(conditions["tree"])
+        except ValueError:
+            return None
     try:
         steps = int(conditions["speculative_num_steps"])
         topk = int(conditions["speculative_eagle_topk"])
@@ -108,9 +115,9 @@ def check_tree_options(shape: TreeShape, drafter_kind: str, extra_draft_pass: bo
 
 
 def get_tree_k_values(shape: TreeShape, chosen: int | None, k_values) -> np.ndarray:
-    """Tree tokens to price: 0 (no speculation) and the shape's, or those asked for (each at most what the shape can
-    verify)."""
-    ks = {0, shape.tree_tokens} if k_values is None else set(k_values)
+    """Tree tokens to price: 0 (no speculation) and the shape's, plus any asked for (each at most what the shape can
+    verify): the configured tree is always priced."""
+    ks = {0, shape.tree_tokens} | set(k_values or ())
     if chosen is not None:
         ks.add(chosen)
     top = max(ks)
@@ -162,13 +169,11 @@ def get_self_draft_context(drafter, context_tokens):
     return context if drafter.kv_budget_tokens is None else np.minimum(context, drafter.kv_budget_tokens)
 
 
-def read_head_config(path) -> "HeadConfig":
+def read_head_config(path) -> HeadConfig:
     """An EAGLE-3 head's config.json (LlamaForCausalLMEagle3, as SGLang and vLLM load it): num_hidden_layers,
     draft_vocab_size (None there: the target's vocabulary), hidden_size, intermediate_size, attention heads."""
     import json
     from pathlib import Path
-
-    from ..ops.draft_heads import HeadConfig
 
     try:
         data = json.loads(Path(path).read_text(encoding="utf-8"))
@@ -191,6 +196,22 @@ def read_head_config(path) -> "HeadConfig":
                       source=str(path))
 
 
+def read_mtp_config(path) -> HeadConfig:
+    """The MTP modules a config.json states (DeepSeek-V3's `num_nextn_predict_layers`, in the target's own
+    config.json): each is one target block with its projection; a draft deeper than the modules reuses the last."""
+    import json
+    from pathlib import Path
+
+    try:
+        data = json.loads(Path(path).read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise InputError(f"cannot read the MTP config {str(path)!r}: {exc}") from None
+    value = data.get("num_nextn_predict_layers") if isinstance(data, dict) else None
+    if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
+        raise InputError(f"{path}: no positive num_nextn_predict_layers (the MTP modules of DeepSeek-V3's config)")
+    return HeadConfig(num_layers=value, source=str(path))
+
+
 def resolve_head_drafter(kind: str, draft, head_layer_fraction) -> tuple[object, list[str]]:
     """An EAGLE head given with --draft CONFIG.json: read its shapes; a config that states draft_vocab_size or an
     Eagle3 architecture is an EAGLE-3 head whatever --drafter said (with a warning when it said eagle)."""
@@ -199,11 +220,14 @@ def resolve_head_drafter(kind: str, draft, head_layer_fraction) -> tuple[object,
 
     from .inputs import Drafter
 
-    if kind not in ("eagle", "eagle3"):
-        raise InputError(f"--draft names a draft model or an EAGLE head's config.json; a {kind} drafter takes none")
+    if kind not in ("eagle", "eagle3", "mtp"):
+        raise InputError(f"--draft names a draft model or a head's config.json; a {kind} drafter takes none")
     path = Path(str(draft))
     if path.suffix.lower() != ".json" or not path.exists():
         raise InputError(f"--drafter {kind}: --draft must be the head's config.json, got {str(draft)!r}")
+    if kind == "mtp":
+        return Drafter("mtp", head_layer_fraction=float(head_layer_fraction),
+                       head_config=read_mtp_config(path)), []
     head = read_head_config(path)
     warnings = []
     try:
@@ -234,6 +258,41 @@ def check_draft_context(draft_model, context_axis, allow_long_context: bool) -> 
     return [message]
 
 
-__all__ = ["read_head_config", "resolve_head_drafter", "resolve_self_drafter", "check_self_options", "get_self_draft_model", "get_self_draft_context",
-           "check_draft_context", "resolve_tree", "resolve_tree_acceptance", "get_tree_expected_tokens", "get_tree_rank_rates",
-           "get_tree_k_values", "check_tree_options", "get_tree_depth", "measured_tree_shape"]
+def resolve_any_drafter(model_spec, hw_spec, workload, draft, drafter, head_layer_fraction, draft_tp, draft_kv_budget,
+                        draft_layer_fraction, context_axis, allow_long_context):
+    """`resolve_drafter`, plus the self drafter and the draft model's own maximum context (`scenario.drafting`)."""
+    from .inputs import resolve_drafter
+
+    check_self_options(drafter, draft_kv_budget, draft_layer_fraction)
+    if drafter == "self":
+        if draft is not None:
+            raise InputError("--drafter self drafts with the target: --draft names a separate model")
+        return resolve_self_drafter(draft_kv_budget, draft_layer_fraction), None, []
+    if drafter in ("eagle", "eagle3", "mtp") and draft is not None:
+        spec_drafter, warnings = resolve_head_drafter(drafter, draft, head_layer_fraction)
+        return spec_drafter, None, warnings
+    spec_drafter, draft_workload, warnings = resolve_drafter(model_spec, hw_spec, workload, draft, drafter,
+                                                             head_layer_fraction, draft_tp)
+    if spec_drafter.kind == "model":
+        warnings = warnings + check_draft_context(spec_drafter.model, context_axis, allow_long_context)
+    return spec_drafter, draft_workload, warnings
+
+
+def get_self_draft_kv_bytes(scenario, batch, context_tokens, new_tokens) -> np.ndarray:
+    """A self draft's own KV cache per device: none when it reads the target's cache (layer skip alone), else the
+    budget's tokens for its layers (SnapKV / TriForce keep the compressed cache apart; StreamingLLM's sink + window
+    could share the target's, so this is the conservative count). The weights are the target's: never counted."""
+    drafter, w = scenario.drafter, scenario.workload
+    if drafter.kv_budget_tokens is None:
+        return np.zeros(np.broadcast(np.asarray(batch), np.asarray(context_tokens)).shape)
+    tokens = np.minimum(np.asarray(context_tokens, dtype=float) + new_tokens, drafter.kv_budget_tokens)
+    return get_kv_cache_bytes(get_self_draft_model(scenario.model, drafter), batch, tokens, w.kv_dtype,
+                              w.tensor_parallel)
+
+
+__all__ = [
+    "resolve_any_drafter", "get_self_draft_kv_bytes", "read_head_config", "read_mtp_config", "resolve_head_drafter",
+    "resolve_self_drafter", "check_self_options", "get_self_draft_model", "get_self_draft_context",
+    "check_draft_context", "resolve_tree", "resolve_tree_acceptance", "get_tree_expected_tokens",
+    "get_tree_rank_rates", "get_tree_k_values", "check_tree_options", "get_tree_depth", "measured_tree_shape",
+]

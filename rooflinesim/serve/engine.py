@@ -71,10 +71,20 @@ def get_kv_capacity_blocks(scenario: Scenario, policy: Policy, config: ServeConf
     """
     deployed = scenario if policy.deployed and scenario.drafter is not None else replace(
         scenario, drafter=None, draft_workload=None)
+    fixed = 0.0
+    if deployed.drafter is not None and deployed.drafter.kind == "self":
+        # a self draft's bounded cache is a fixed size per running sequence, not per token: held for max_num_seqs
+        # of them up front, and the target's cache is priced alone per token
+        from ..scenario.drafting import get_self_draft_kv_bytes
+
+        budget = deployed.drafter.kv_budget_tokens or 0
+        fixed = float(np.asarray(get_self_draft_kv_bytes(deployed, config.max_num_seqs, budget, 0)))
+        deployed = replace(deployed, drafter=None, draft_workload=None)
     one_token = deployed.get_memory_fit(1, 0, 0)  # one sequence of one position: the KV bytes per token
     largest_step = deployed.get_memory_fit(config.max_num_seqs, 0, policy.max_k)
     per_token = float(np.asarray(one_token.kv_cache_bytes))
-    free = one_token.capacity_bytes - one_token.weight_bytes - float(np.asarray(largest_step.activation_bytes))
+    free = (one_token.capacity_bytes - one_token.weight_bytes - float(np.asarray(largest_step.activation_bytes))
+            - fixed)
     blocks = int(max(free, 0) // (per_token * config.block_size))
     return blocks, per_token
 
@@ -146,6 +156,9 @@ def simulate(scenario: Scenario, requests: Requests, policy: Policy | str, confi
     config = config.check()
     if isinstance(policy, str):
         policy = parse_policy(policy, get_policy_k_bound(scenario))
+    if scenario.tree is not None and not policy.drops_tree and not policy.plannable:
+        raise InputError(f"policy {policy.name!r} learns a chain's i.i.d. rate from its outcomes; with a draft tree use "
+                         "fixed:K (K tree tokens) or dynamic[:KMAX]")
     if policy.drops_tree and scenario.tree is not None:  # `chain:K` beside a tree: the same engine drafting a chain
         scenario = replace(scenario, tree=None)
         rates = scenario.acceptance.per_position
