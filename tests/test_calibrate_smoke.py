@@ -42,7 +42,8 @@ def test_profile_is_written_and_reads_back(smoke):
     prov = spec.measured.provenance
     assert prov.device_kind == "cpu" and prov.threads == 2 and prov.dtypes == ("fp32",)
     assert prov.torch_version == torch.__version__ and prov.date
-    assert len(prov.reference_s) == 3  # start, middle, end
+    # start, about every eighth of the jobs (calibrate.drift), the middle of the last pass, end (+ one after a re-time)
+    assert len(prov.reference_s) >= 3 and all(r > 0 for r in prov.reference_s)
     assert set(prov.anchor_s) == {"gemm", "forward", "stream"} and all(v > 0 for v in prov.anchor_s.values())
     assert "Machine-speed anchors" in prov.notes
     fp32 = spec.measured.dtypes["fp32"]

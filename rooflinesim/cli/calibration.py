@@ -221,6 +221,8 @@ def cmd_validate(args) -> int:
         return cmd_validate_serve(args, profile_path, profile, out_dir)
     if getattr(args, "family", None):
         return cmd_validate_family(args, profile_path, profile, out_dir)
+    if getattr(args, "tiny", False):
+        raise InputError("--tiny belongs to 'validate --family'")
     for name in ("load", "rate", "requests", "k"):
         if getattr(args, name, None) is not None:
             raise InputError(f"--{name} belongs to 'validate --serve'")
@@ -316,7 +318,8 @@ def cmd_validate_family(args, profile_path, profile, out_dir) -> int:
     reports = []
     for dtype in dtypes:
         report = run_external_validation(profile_path, device, dtype, families, quick=args.quick, seed=args.seed,
-                                         progress=not args.no_progress, model_source=args.model)
+                                         progress=not args.no_progress, model_source=args.model,
+                                         tiny=getattr(args, "tiny", False))
         print_external_report(report)
         reports.append(report)
     path = write_external_report(combine_external_reports(reports), out_dir,

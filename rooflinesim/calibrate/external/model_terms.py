@@ -197,6 +197,11 @@ def run_model_calibration(hw, source: str, device: Device, dtypes, impl: str | N
             "check_median_error": float(np.median(check_errors)), "check_p90_error": float(np.quantile(check_errors, 0.9)),
             "device_profile_check_median_error": float(np.median(before)),
             "duration_s": round(time.perf_counter() - started, 1)}
+        if scale in (0.2, 5.0):
+            log(f"warning: {spec.name} {dtype}: the fitted scale sits at its bound ({scale:g}): the model's steps are "
+                "not within 5x of the profile's prices, so the machine is not in the state it was calibrated in "
+                "(contended?) or the profile is another machine's; re-run in a quiet window")
+            report.setdefault("warnings", []).append(f"{dtype}: scale at its bound {scale:g}")
         log(f"{spec.name} {dtype} ({impl}): scale {scale:.3f}, step overhead {overhead / MILLI:.2f} ms; untimed points: "
             f"median error {np.median(check_errors):.1%} with the model's terms, {np.median(before):.1%} with the "
             f"device profile alone ({time.perf_counter() - started:.0f} s)")

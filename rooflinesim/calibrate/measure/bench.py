@@ -44,6 +44,7 @@ from ...units import MIB, MILLI, normalize_dtype
 from .benchmarks import JOB_FAMILIES, BenchContext, Job
 from .anchor import ANCHOR_TOLERANCE, Anchor
 from .benchmarks.bandwidth import copy_bandwidth, gemv_bandwidth, reference_gemv
+from .drift import DriftWatch, retime_affected
 from ..fitting.fit_profile import fit_dtype
 from ..fitting.measurements import DRIFT_FLAG, Results
 from .probe import probe_speed
@@ -187,6 +188,10 @@ def run_calibration(device: Device, dtypes, quick: bool, command: str, seed: int
                   console=console) as bar:
         task = bar.add_task(f"{device.name} {','.join(dtypes)}", total=total)
         reference.append(reference_gemv(reference_ctx).estimate_s)
+        # the reference is re-timed about every eighth of the jobs; what ran between two off-speed references is
+        # timed again at the end (calibrate.drift)
+        watch = DriftWatch(every=max(8, sum(len(r) for r in rounds) // 8))
+        watch.checkpoint(reference[-1])
         bar.advance(task, ref_cost)
         for d, ctx in contexts.items():
             bandwidth[d] = {"copy": copy_bandwidth(ctx)[0]}
@@ -199,6 +204,7 @@ def run_calibration(device: Device, dtypes, quick: bool, command: str, seed: int
             for i, (d, job, c, essential) in enumerate(order):
                 if p == passes - 1 and i == half:
                     reference.append(reference_gemv(reference_ctx).estimate_s)
+                    watch.checkpoint(reference[-1])
                     anchors.append(anchor.time_s())
                     bar.advance(task, ref_cost)
                 t0 = time.perf_counter()
@@ -212,7 +218,12 @@ def run_calibration(device: Device, dtypes, quick: bool, command: str, seed: int
                     if late and not contexts[d].hurry:  # even the essential ones would overrun: fewer calls each
                         for other in contexts.values():
                             other.hurry = True
-                results[d].add(job.key, job.run())
+                first = len(results[d].samples.get(job.key, ()))
+                timing = job.run()
+                results[d].add(job.key, timing)
+                if watch.record(d, job, c, first, len(timing.samples)):
+                    reference.append(reference_gemv(reference_ctx).estimate_s)
+                    watch.checkpoint(reference[-1])
                 pace[0] += c
                 pace[1] += time.perf_counter() - t0
                 essential_left -= c if essential else 0.0
@@ -221,7 +232,19 @@ def run_calibration(device: Device, dtypes, quick: bool, command: str, seed: int
                 spent[family] = (was[0] + c, was[1] + time.perf_counter() - t0)
                 bar.advance(task, c)
         reference.append(reference_gemv(reference_ctx).estimate_s)
+        watch.checkpoint(reference[-1])
         bar.advance(task, ref_cost)
+        raw_drift = float((max(reference) - min(reference)) / np.median(reference))
+        # within the budget's deadline, or (no budget) up to a quarter of the time measured so far
+        time_left = (deadline - time.perf_counter()) if deadline is not None else 0.25 * (time.perf_counter() - started)
+        retimed = retime_affected(watch, results, lambda job: job.run(), time_left,
+                                  lambda: reference_gemv(reference_ctx).estimate_s,
+                                  slowdown=pace[1] / pace[0] if pace[0] > 0 else 1.0)
+        if retimed["retimed"]:
+            reference.append(watch.refs[-1])
+            console.print(f"drift: {retimed['retimed']} configurations of {retimed['segments']} segment(s) measured "
+                          f"while the reference was off by more than {DRIFT_FLAG:.0%} were timed again"
+                          + (f"; {retimed['left']} left as measured (budget)" if retimed["left"] else ""))
     if speeds is not None:
         console.print("expected / measured s per family: " + ", ".join(
             f"{f} {e:.1f} / {m:.1f}" for f, (e, m) in sorted(spent.items()))
@@ -234,15 +257,19 @@ def run_calibration(device: Device, dtypes, quick: bool, command: str, seed: int
     if speeds is not None:
         console.print(f"fitted in {time.perf_counter() - fit_started:.1f} s ({FIT_S:.1f} s per dtype planned)")
     duration = time.perf_counter() - started
-    ref = np.array(reference)
-    drift = float((ref.max() - ref.min()) / np.median(ref))
-    return build_profile_spec(device, profiles, plans, command, duration, drift, tuple(float(r) for r in ref),
-                              budget, skipped, pressure, anchors, tuple(spec.name for spec in shapes_of))
+    drift = watch.kept_drift()  # over the references bounding the samples kept (raw_drift: all of them)
+    retime_note = (f"Drift: reference {raw_drift:.0%} over the whole run; {retimed['retimed']} configurations "
+                   f"timed again ({retimed['segments']} segment(s) off by more than {DRIFT_FLAG:.0%}), "
+                   f"{retimed['left']} left as measured; {drift:.0%} over the samples kept. "
+                   if retimed["retimed"] or retimed["left"] else "")
+    return build_profile_spec(device, profiles, plans, command, duration, drift, tuple(float(r) for r in reference),
+                              budget, skipped, pressure, anchors, tuple(spec.name for spec in shapes_of),
+                              retime_note)
 
 
 def build_profile_spec(device: Device, profiles: dict, plans: dict, command: str, duration: float, drift: float,
                        reference: tuple, budget=None, skipped: int = 0, pressure=(None,), anchors=(),
-                       shapes_of: tuple[str, ...] = ()) -> HardwareSpec:
+                       shapes_of: tuple[str, ...] = (), retime_note: str = "") -> HardwareSpec:
     """The measured profile as a HardwareSpec: fitted effective peaks in the datasheet-like fields, the fitted
     `profiles` (dtype -> DtypeProfile) and the run's provenance (duration s, drift and the reference GEMV times s,
     the machine-speed anchors timed at its start, middle and end, averaged) in its `measured` block."""
@@ -266,6 +293,7 @@ def build_profile_spec(device: Device, profiles: dict, plans: dict, command: str
         quick_note += (f"Machine-speed anchors ({' / '.join(anchor_s)}) at start, middle and end: "
                        + "; ".join(" / ".join(f"{a[name] / MILLI:.3f}" for name in anchor_s) + " ms" for a in anchors)
                        + (f" - they moved {moved:.0%} during the run. " if moved > ANCHOR_TOLERANCE else ". "))
+    quick_note += retime_note
     quick_note += f"SDPA kernels enabled: {', '.join(device.backend.sdpa_kernels()) or 'none reported'}. "
     if device.host_memory_kept:
         quick_note += "Host memory: freed memory kept for reuse (glibc mallopt, calibrate.measure.timers). "

@@ -1,0 +1,62 @@
+#!/usr/bin/env python3
+"""Price the measured steps of a `validate --family` report with other profiles (no measuring): the spread of the
+hold-out error over several calibrations, with the measurements held fixed.
+
+    python scripts/reprice-holdout.py REPORT.json q1.yaml q2.yaml q3.yaml
+
+Models are found by name among the HF hold-outs, the gpt-fast-style ones and the project's family (seed 0); rows of
+`calibrate --model` models are skipped.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+import numpy as np  # noqa: E402
+
+from rooflinesim.calibrate.external.gptfast_model import get_gptfast_specs  # noqa: E402
+from rooflinesim.calibrate.fitting.holdout import make_hold_out_family  # noqa: E402
+from rooflinesim.specs.profiles import load_profile  # noqa: E402
+from rooflinesim.calibrate.validators.validate_family import price_row  # noqa: E402
+
+
+def specs_by_name() -> dict:
+    specs = {s.name: s for s in (*get_gptfast_specs(), *make_hold_out_family(0))}
+    try:
+        from rooflinesim.calibrate.external.hf_holdout import get_hf_specs
+
+        specs.update({s.name: s for s in get_hf_specs()})
+    except Exception:  # transformers missing: the hf rows are skipped
+        pass
+    return specs
+
+
+def main() -> int:
+    if len(sys.argv) < 3:
+        print(__doc__, file=sys.stderr)
+        return 2
+    report = json.loads(Path(sys.argv[1]).read_text())
+    specs = specs_by_name()
+    dtype = report["dtype"]
+    print(f"measurements: {sys.argv[1]} ({report['device']}, {dtype}, {report['created']})")
+    for path in sys.argv[2:]:
+        hw = load_profile(path)
+        errors: dict = {}
+        for row in report["configs"]:
+            spec = specs.get(row["model"])
+            if spec is None or row.get("new_tokens", 1) != 1:
+                continue
+            priced = price_row(hw, hw, spec, dtype, row["batch"], row["context_tokens"])
+            errors.setdefault(row["family"], []).append(abs(priced["predicted_s"] / row["measured_s"] - 1))
+        line = ", ".join(f"{f} median {np.median(e):.1%} p90 {np.quantile(e, 0.9):.1%} (n {len(e)})"
+                         for f, e in errors.items())
+        print(f"{path}: {line}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
