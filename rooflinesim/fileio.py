@@ -253,4 +253,5 @@ def read_text_limited(path: str | Path, what: str = "input file", max_bytes: int
 
 
 __all__ = ["check_output_path", "check_output_dir", "open_atomic", "write_text_atomic", "write_bytes_atomic",
-           "FileInputError", "check_regular_file", "read_bytes_limited", "read_text_limited", "MAX_INPUT_BYTES", "MAX_LINE_CHARS"]
+           "FileInputError", "check_regular_file", "read_bytes_limited", "read_text_limited", "MAX_INPUT_BYTES",
+           "MAX_LINE_CHARS"]

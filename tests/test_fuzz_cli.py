@@ -44,6 +44,9 @@ REGRESSIONS = [
     # --threads beyond a C long long: torch.set_num_threads raised "Overflow when unpacking long long"
     ["validate", "--threads=" + str(2**200)],
     ["acceptance", "measure", "--target", "t", "--draft", "d", "--prompts", "{prompts.txt}", "--threads", str(2**70)],
+    # an empty --k was "range '' is empty: the end is below the start", naming no flag
+    ["sweep", "--k="],
+    ["plot", "k", "-o", "k.png", "--k", " "],
     # invisible or empty names: the error quotes the value given
     ["serve", "--draft=\u3000"],
     ["show", ""],
