@@ -28,14 +28,25 @@ from .units import MIB
 
 def check_output_path(path: str | Path, what: str = "output", suffixes: tuple[str, ...] = (),
                       create_parent: bool = False) -> Path:
-    """Fail early, with one line, when `path` cannot be written: a folder, a missing or read-only parent folder, or
-    a wrong suffix. Called before any long work starts. With `create_parent` a missing parent folder is fine when
-    it can be created (the writer creates it; see `check_output_dir`)."""
-    path = Path(path)
+    """Fail early, with one line, when `path` cannot be written: a folder, a missing or read-only parent folder, a
+    device or FIFO, a name the file system refuses (too long, a NUL byte), or a wrong suffix. Called before any
+    long work starts. With `create_parent` a missing parent folder is fine when it can be created (the writer
+    creates it; see `check_output_dir`)."""
+    try:
+        return _check_output_path(Path(path), what, suffixes, create_parent)
+    except (OSError, ValueError) as exc:
+        if isinstance(exc, InputError):
+            raise
+        raise InputError(f"{what} {str(path)!r} cannot be written: {getattr(exc, 'strerror', None) or exc}") from None
+
+
+def _check_output_path(path: Path, what: str, suffixes: tuple[str, ...], create_parent: bool) -> Path:
+    _check_name(path, what)
     if suffixes and path.suffix.lower() not in suffixes:
         raise InputError(f"{what} {str(path)!r} must end in {' or '.join(suffixes)}")
     if path.is_dir():
         raise InputError(f"{what} {str(path)!r} is a folder; give a file name")
+    _check_not_special(path, what)
     parent = path.parent if str(path.parent) else Path(".")
     if create_parent and not parent.exists():
         check_output_dir(parent, f"{what} folder")
@@ -48,6 +59,23 @@ def check_output_path(path: str | Path, what: str = "output", suffixes: tuple[st
         raise InputError(f"{what} {str(path)!r} exists and is not writable")
     _probe_writable(parent, f"{what} folder")
     return path
+
+
+def _check_name(path: Path, what: str) -> None:
+    """Path methods answer False for a name with a NUL character rather than fail; the write would fail late."""
+    if "\x00" in str(path):
+        raise InputError(f"{what} {str(path)!r} has a NUL character in its name")
+
+
+def _check_not_special(path: Path, what: str) -> None:
+    """An existing target that is not a regular file (/dev/zero, a FIFO, a socket) is refused: the atomic rename
+    would replace the device or FIFO itself, and as root even /dev/null would become a regular file."""
+    try:
+        info = os.stat(path)
+    except (OSError, ValueError):
+        return  # missing (or unreachable: the parent checks say why)
+    if not stat.S_ISREG(info.st_mode):
+        raise InputError(f"{what} {str(path)!r} exists and is not a regular file; give a file name")
 
 
 def _probe_writable(folder: Path, what: str) -> None:
@@ -66,7 +94,16 @@ def check_output_dir(path: str | Path, what: str = "output folder") -> Path:
     """A folder to write into: an existing writable folder, or one that can be created (its nearest existing
     ancestor is a writable folder). It is not created here but by the writer (`write_text_atomic`), so a command
     refused after this check leaves no empty folder behind."""
-    path = Path(path)
+    try:
+        return _check_output_dir(Path(path), what)
+    except (OSError, ValueError) as exc:
+        if isinstance(exc, InputError):
+            raise
+        raise InputError(f"{what} {str(path)!r} cannot be written: {getattr(exc, 'strerror', None) or exc}") from None
+
+
+def _check_output_dir(path: Path, what: str) -> Path:
+    _check_name(path, what)
     if path.exists() and not path.is_dir():
         raise InputError(f"{what} {str(path)!r} is a file, not a folder")
     existing = path
@@ -87,8 +124,8 @@ def open_atomic(path: str | Path, mode: str = "w") -> Iterator[IO]:
     path = Path(path)
     try:
         fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=str(path.parent or Path(".")))
-    except OSError as exc:
-        raise InputError(f"cannot write {str(path)!r}: {exc.strerror}") from None
+    except (OSError, ValueError) as exc:
+        raise InputError(f"cannot write {str(path)!r}: {getattr(exc, 'strerror', None) or exc}") from None
     try:
         with os.fdopen(fd, mode) as f:
             yield f
@@ -216,4 +253,5 @@ def read_text_limited(path: str | Path, what: str = "input file", max_bytes: int
 
 
 __all__ = ["check_output_path", "check_output_dir", "open_atomic", "write_text_atomic", "write_bytes_atomic",
-           "FileInputError", "check_regular_file", "read_bytes_limited", "read_text_limited", "MAX_INPUT_BYTES", "MAX_LINE_CHARS"]
+           "FileInputError", "check_regular_file", "read_bytes_limited", "read_text_limited", "MAX_INPUT_BYTES",
+           "MAX_LINE_CHARS"]

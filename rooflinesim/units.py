@@ -114,10 +114,16 @@ def parse_count_range(text: str) -> list[int]:
 MAX_RANGE_VALUES = 10_000
 
 
-def parse_int_range(text: str, max_values: int = MAX_RANGE_VALUES) -> list[int]:
+def parse_int_range(text: str, max_values: int = MAX_RANGE_VALUES, what: str | None = None) -> list[int]:
     """Parse an integer range with unit steps: '0..8' -> [0, 1, ..., 8], or '1,2,4'; at most `max_values` values
-    (counted before the list is built)."""
-    text = str(text).strip()
+    (counted before the list is built). `what` (a flag such as '--k') starts the error messages."""
+    try:
+        return _parse_int_range(str(text).strip(), max_values)
+    except UnitError as exc:
+        raise UnitError(f"{what}: {exc}" if what else str(exc)) from None
+
+
+def _parse_int_range(text: str, max_values: int) -> list[int]:
     try:
         if ".." in text:
             lo_text, hi_text = text.split("..", 1)
@@ -132,6 +138,8 @@ def parse_int_range(text: str, max_values: int = MAX_RANGE_VALUES) -> list[int]:
         if isinstance(exc, UnitError):
             raise
         raise UnitError(f"cannot parse integer range {text!r}: use '0..8' or '1,2,4'") from exc
+    if not values and ".." not in text:
+        raise UnitError(f"integer range {text!r} is empty: use '0..8' or '1,2,4'")
     if not values:
         raise UnitError(f"range {text!r} is empty: the end is below the start")
     if len(values) > max_values:

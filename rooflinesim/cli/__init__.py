@@ -38,6 +38,13 @@ class _Parser(argparse.ArgumentParser):
     def fail(self, message: str):
         self.exit(EXIT_BAD_INPUT, f"rooflinesim: error: {message}\n")
 
+    def _get_values(self, action, arg_strings):
+        # argparse drops a "--" given as an option's value ("--memory-reserve-gib=--") and hands the option an
+        # empty list; refuse it as the missing value it is
+        if action.option_strings and action.nargs is None and arg_strings == ["--"]:
+            self.error(f"argument {'/'.join(action.option_strings)}: expected one argument")
+        return super()._get_values(action, arg_strings)
+
     def parse_args(self, args=None, namespace=None):
         # argparse reports unknown options from the top-level parser ("see 'rooflinesim --help'"); point to the
         # help of the command they were given to instead

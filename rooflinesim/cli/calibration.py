@@ -17,8 +17,8 @@ def _import_torch_or_fail():
 
 
 def _check_threads(threads) -> None:
-    if threads is not None and threads < 1:
-        raise InputError(f"--threads must be a positive integer, got {threads}")
+    if threads is not None and not 1 <= threads <= 1024:  # calibrate.timers.MAX_THREADS (torch not imported yet)
+        raise InputError(f"--threads must be a positive integer up to 1024, got {threads}")
 
 
 def _process_age_s() -> float:
@@ -216,6 +216,9 @@ def cmd_validate(args) -> int:
     if profile_path is None:
         device = select_device(args.device, args.threads)
         profile_path = str(Path("calibrate") / f"{device.slug}.yaml")
+        if not Path(profile_path).exists():
+            raise InputError(f"no --profile given and no profile of this device at {profile_path}: run 'rooflinesim "
+                             "calibrate' first or give --profile")
     profile = load_profile(profile_path)
     if args.serve:
         return cmd_validate_serve(args, profile_path, profile, out_dir)

@@ -58,7 +58,8 @@ def get_sweep_result(args):
 
     return sweep(
         hw=args.hw, model=args.model, batch=parse_count_range(args.batch), ctx=parse_count_range(args.ctx),
-        alpha=None if args.alpha is None else parse_float_list(args.alpha, "acceptance rate"), k=parse_int_range(args.k),
+        alpha=None if args.alpha is None else parse_float_list(args.alpha, "acceptance rate"),
+        k=parse_int_range(args.k, what="--k"),
         **deployment_options(args), **speculation_options(args),
     )
 
@@ -285,20 +286,21 @@ def cmd_plot(args) -> int:
         fig = plots.plot_validation(args.report)
     elif args.kind == "roofline":
         fig = plots.plot_roofline(batch=parse_count_range(args.batch or "1,8,64,256"),
-                                  ctx=parse_count_range(args.ctx or "1k,32k"), k=one(parse_int_range(args.k or "4"), "k"),
+                                  ctx=parse_count_range(args.ctx or "1k,32k"),
+                                  k=one(parse_int_range(args.k or "4", what="--k"), "k"),
                                   per_op=args.per_op, **options)
     elif args.kind == "speedup":
         fig = plots.plot_speedup_map(alpha=None if args.acceptance else one(alphas or [0.8], "--alpha"),
                                      batch=parse_count_range(args.batch or "1..1024"),
                                      ctx=parse_count_range(args.ctx or "512..128k"),
-                                     k=parse_int_range(args.k or "0..8"), **speculation, **options)
+                                     k=parse_int_range(args.k or "0..8", what="--k"), **speculation, **options)
     elif args.kind == "k":
         fig = plots.plot_speedup_vs_k(alpha=None if args.acceptance else alphas or [0.6, 0.7, 0.8, 0.9],
                                       batch=one(parse_count_range(args.batch or "1"), "--batch"),
                                       ctx=one(parse_count_range(args.ctx or "4k"), "--ctx"),
-                                      k_max=max(parse_int_range(args.k or "0..10")), **speculation, **options)
+                                      k_max=max(parse_int_range(args.k or "0..10", what="--k")), **speculation, **options)
     else:
-        k = one(parse_int_range(args.k), "k") if args.k else None
+        k = one(parse_int_range(args.k, what="--k"), "k") if args.k else None
         fig = plots.plot_step_breakdown(batch=one(parse_count_range(args.batch or "1"), "--batch"),
                                         ctx=parse_count_range(args.ctx) if args.ctx else None,
                                         new_tokens=1 if k is None else k + 1, **options)

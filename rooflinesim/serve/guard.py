@@ -103,5 +103,6 @@ def _duration(seconds: float) -> str:
     return f"{seconds / 60:.0f} min" if seconds < 7200 else f"{seconds / 3600:.1f} h"
 
 
-__all__ = ["ServeWorkerError", "check_serve_work", "check_workload_work", "get_mean_tokens", "estimate_steps_per_run", "MAX_STEPS_PER_RUN", "MAX_STEPS_TOTAL",
-           "MAX_STEPS_ENV", "STEP_COST_S", "STEP_BYTES"]
+__all__ = ["ServeWorkerError", "check_serve_work", "check_workload_work", "get_mean_tokens",
+           "estimate_steps_per_run", "MAX_STEPS_PER_RUN", "MAX_STEPS_TOTAL", "MAX_STEPS_ENV", "STEP_COST_S",
+           "STEP_BYTES"]

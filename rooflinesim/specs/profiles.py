@@ -22,6 +22,8 @@ def load_profile(path: str | Path) -> HardwareSpec:
     """A measured profile from YAML; any problem (missing, truncated, corrupted, not a profile) is a SpecError."""
     if not isinstance(path, (str, os.PathLike)):
         raise SpecError(f"calibration profile must be a YAML file path, got {path!r}")
+    if not str(path).strip():  # Path("") is the current folder
+        raise SpecError(f"calibration profile must be a YAML file path, got {str(path)!r}")
     path = check_spec_file(Path(path), "calibration profile")
     try:
         spec = load_spec_file(path, HardwareSpec)

@@ -92,6 +92,10 @@ def keep_freed_host_memory() -> bool:
                                                                                      _TRIM_THRESHOLD_BYTES))
 
 
+#: more CPU threads than any host has cores (torch's own limit is a C int: a larger number was an OverflowError)
+MAX_THREADS = 1024
+
+
 def select_device(requested: str = "auto", threads: int | None = None) -> Device:
     """Resolve --device auto|cpu|cuda; asking for CUDA where none is present is a one-line InputError."""
     requested = (requested or "auto").lower()
@@ -103,8 +107,8 @@ def select_device(requested: str = "auto", threads: int | None = None) -> Device
             "(CPU-only build or no GPU); use --device cpu"
         )
     use_cuda = requested == "cuda" or (requested == "auto" and torch.cuda.is_available())
-    if threads is not None and threads <= 0:
-        raise InputError(f"--threads must be a positive integer, got {threads}")
+    if threads is not None and not 1 <= threads <= MAX_THREADS:
+        raise InputError(f"--threads must be a positive integer up to {MAX_THREADS}, got {threads}")
     if use_cuda:
         return cuda_device(CudaBackend(torch.cuda.current_device()))
     n = threads or torch.get_num_threads() or os.cpu_count() or 1
