@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The one prepared GPU run of issue 4: calibrate (--quick, bf16) on the CUDA device, then validate the hold-out
-# decoder and its speculative loop against the fresh profile. Everything lands in $OUT (default: calibrate/).
+# decoder and its speculative loop against the fresh profile. Everything lands in $OUT (default:
+# calibrate/<device-slug>/, calibrate/README.md).
 #
 # Made for a borrowed machine whose python3 already holds a CUDA build of torch: it installs nothing over the
 # network and runs the package from the checkout (PYTHONPATH). Packages missing there (pydantic, for one) can be
@@ -9,8 +10,6 @@
 #   OUT=/some/dir bash scripts/gpu-run.sh
 set -euo pipefail
 cd "$(dirname "$0")/.."
-OUT=${OUT:-calibrate}
-mkdir -p "$OUT"
 if compgen -G ".whl/*.whl" >/dev/null; then
     python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl
     export PYTHONPATH=/tmp/site
@@ -23,6 +22,8 @@ print("torch", torch.__version__, "on", torch.cuda.get_device_name(0))
 PY
 nvidia-smi --query-gpu=name,clocks.sm,clocks.mem,temperature.gpu --format=csv || true
 NAME=$(python3 -c "from rooflinesim.calibrate.measure.timers import select_device; print(select_device('cuda').slug)")
+OUT=${OUT:-calibrate/$NAME}
+mkdir -p "$OUT"
 set -o pipefail
 python3 -m rooflinesim.cli calibrate --device cuda --dtype bf16 --quick --no-progress --out "$OUT/$NAME.yaml" \
     2>&1 | tee "$OUT/calibrate.log"

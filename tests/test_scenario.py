@@ -18,7 +18,7 @@ from rooflinesim.pricing.speculative import get_break_even_batch
 from rooflinesim.pricing.sweep import sweep, sweep_scenario
 
 ROOT = Path(__file__).resolve().parent.parent
-PROFILE = ROOT / "calibrate" / "cpu-intel-xeon-2c.yaml"
+PROFILE = ROOT / "tests" / "data" / "profiles" / "cpu-intel-xeon-2c.yaml"
 
 
 # --- the consistency property --------------------------------------------------------------------------------------
