@@ -11,33 +11,34 @@
 # The loops run right after the calibration; each validation states how far the machine's speed was from the
 # profile's while it ran (rooflinesim.calibrate.measure.anchor).
 #
-# Writes calibrate/<device-slug>{,-quick}.yaml, their -validation.{json,png}, <device-slug>-acceptance-loop.{json,png},
-# <device-slug>-serve-validation.{json,png} and the logs in calibrate/logs/<device-slug>-*.log.
+# Writes into calibrate/<device-slug>/ (calibrate/README.md): <device-slug>{,-quick}.yaml, their
+# -validation.{json,png}, <device-slug>-acceptance-loop.{json,png}, <device-slug>-serve-validation.{json,png} and the
+# logs in logs/<device-slug>-*.log. Move the files a run replaces into history/<YYYY-MM-DD>/ first and index them.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export PYTHONPATH="$PWD" PYTHONUNBUFFERED=1
 BUDGET=${BUDGET:-360}
-LOGS=calibrate/logs
-mkdir -p "$LOGS"
 NAME=$(python3 -c "from rooflinesim.calibrate.measure.timers import select_device; print(select_device('cpu').slug)")
-LOG="$LOGS/$NAME"
+DIR="calibrate/$NAME"
+mkdir -p "$DIR/logs"
+LOG="$DIR/logs/$NAME"
 echo "device $NAME, load: $(cut -d' ' -f1-3 /proc/loadavg), cpu pressure: $(head -1 /proc/pressure/cpu 2>/dev/null)"
 /usr/bin/time -f "quick calibrate wall %e s" python3 -m rooflinesim.cli calibrate --quick --no-progress \
-    --out "calibrate/$NAME-quick.yaml" 2>&1 | tee "$LOG-calibrate-quick.log"
+    --out "$DIR/$NAME-quick.yaml" 2>&1 | tee "$LOG-calibrate-quick.log"
 timeout $((BUDGET + 300)) python3 -m rooflinesim.cli calibrate --budget "$BUDGET" --no-progress \
-    --out "calibrate/$NAME.yaml" 2>&1 | tee "$LOG-calibrate.log"
+    --out "$DIR/$NAME.yaml" 2>&1 | tee "$LOG-calibrate.log"
 # the measured loops first, closest in time to the calibration (each also re-times the profile's machine-speed
 # anchors and reports how far the machine's speed was from the profile's while it ran)
-timeout 1200 python3 -m rooflinesim.cli acceptance validate --profile "calibrate/$NAME.yaml" \
-    --out "calibrate/$NAME-acceptance-loop.json" 2>&1 | tee "$LOG-acceptance-validate.log"
-timeout 1200 python3 -m rooflinesim.cli validate --serve --profile "calibrate/$NAME.yaml" --out-dir calibrate \
+timeout 1200 python3 -m rooflinesim.cli acceptance validate --profile "$DIR/$NAME.yaml" \
+    --out "$DIR/$NAME-acceptance-loop.json" 2>&1 | tee "$LOG-acceptance-validate.log"
+timeout 1200 python3 -m rooflinesim.cli validate --serve --profile "$DIR/$NAME.yaml" --out-dir "$DIR" \
     --no-progress 2>&1 | tee "$LOG-validate-serve.log"
-timeout 2400 python3 -m rooflinesim.cli validate --profile "calibrate/$NAME.yaml" --out-dir calibrate --no-progress \
+timeout 2400 python3 -m rooflinesim.cli validate --profile "$DIR/$NAME.yaml" --out-dir "$DIR" --no-progress \
     2>&1 | tee "$LOG-validate.log"
 # both profiles describe the same device, so validate names both reports <device>-validation: the quick one is
 # written aside and renamed
 QUICK_DIR=$(mktemp -d)
-timeout 2400 python3 -m rooflinesim.cli validate --profile "calibrate/$NAME-quick.yaml" --out-dir "$QUICK_DIR" \
+timeout 2400 python3 -m rooflinesim.cli validate --profile "$DIR/$NAME-quick.yaml" --out-dir "$QUICK_DIR" \
     --no-progress 2>&1 | tee "$LOG-validate-quick.log"
-for ext in json png; do mv "$QUICK_DIR/$NAME-validation.$ext" "calibrate/$NAME-quick-validation.$ext"; done
+for ext in json png; do mv "$QUICK_DIR/$NAME-validation.$ext" "$DIR/$NAME-quick-validation.$ext"; done
 echo "done; load: $(cut -d' ' -f1-3 /proc/loadavg), cpu pressure: $(head -1 /proc/pressure/cpu 2>/dev/null)"

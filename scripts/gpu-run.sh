@@ -2,7 +2,7 @@
 # The prepared GPU run (issues 4 and 25), under 8 minutes on a CUDA machine: a quick calibration (bf16), the hold-outs
 # written outside the project (Hugging Face transformers models over their own DynamicCache, the gpt-fast-style
 # decoder, beside the project's own family: `validate --family`), then the measured serving loop (`validate
-# --serve`). Everything lands in $OUT (default: calibrate/), with one log per step and the wall time of each.
+# --serve`). Everything lands in $OUT (default: calibrate/<device-slug>/), with one log per step and the wall time of each.
 #
 # Made for a borrowed machine whose python3 already holds a CUDA build of torch: it installs nothing over the
 # network and runs the package from the checkout (PYTHONPATH). Packages missing there (pydantic, transformers and
@@ -20,8 +20,6 @@ DRY=0
 if [[ "${1:-}" == "--cpu-dry-run" ]]; then DRY=1; elif [[ $# -gt 0 ]]; then
     echo "usage: bash scripts/gpu-run.sh [--cpu-dry-run]" >&2; exit 2
 fi
-OUT=${OUT:-calibrate}
-mkdir -p "$OUT"
 if compgen -G ".whl/*.whl" >/dev/null; then
     python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl
     export PYTHONPATH=/tmp/site
@@ -45,6 +43,8 @@ if python3 -c "import transformers" 2>/dev/null; then FAMILIES=hf,$FAMILIES; els
     echo "gpu-run: transformers is not importable: the HF hold-out is left out (carry its wheels in .whl/)"
 fi
 NAME=$(python3 -c "from rooflinesim.calibrate.measure.timers import select_device; print(select_device('$DEVICE').slug)")
+OUT=${OUT:-calibrate/$NAME}
+mkdir -p "$OUT"
 PROFILE="$OUT/$NAME-quick.yaml"
 START=$SECONDS
 step() {  # step NAME SECONDS COMMAND...: run with a timeout, log, and report its wall time; a failure is reported

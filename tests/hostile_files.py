@@ -11,7 +11,7 @@ import yaml
 
 ROOT = Path(__file__).resolve().parent.parent
 DATA = Path(__file__).resolve().parent / "data"
-PROFILE = ROOT / "calibrate" / "cpu-intel-xeon-2c.yaml"
+PROFILE = ROOT / "tests" / "data" / "profiles" / "cpu-intel-xeon-2c.yaml"  # a frozen copy
 GARBAGE = bytes(range(256)) * 4  # invalid UTF-8 and control characters
 
 

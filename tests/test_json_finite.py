@@ -28,7 +28,7 @@ from rooflinesim.report import to_json
 from rooflinesim.scenario.inputs import DRAFTER_KINDS
 
 ROOT = Path(__file__).resolve().parent.parent
-PROFILE = str(ROOT / "calibrate" / "cpu-intel-xeon-2c.yaml")
+PROFILE = str(ROOT / "tests" / "data" / "profiles" / "cpu-intel-xeon-2c.yaml")
 
 HARDWARE = ("a100", "h100", "h200", "b200", "l4", "l40s", "mi300x", "rtx4090", "tpu-v5e", "cpu", PROFILE)
 TARGETS = ("llama-3.1-8b", "llama-3.1-70b", "llama-2-7b", "mistral-7b", "qwen2.5-7b", "llama-3.2-1b",

@@ -1,6 +1,7 @@
 """Quantised weights as (format, kernel): per-device defaults, the kernel's efficiency on the linears, by batch."""
 
 import json
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -16,6 +17,8 @@ from rooflinesim.timing.quant_kernels import KERNELS
 # priced with engine "ideal" (tests/conftest.py)
 pytestmark = pytest.mark.usefixtures("ideal_engine")
 
+#: a frozen copy of a measured CPU profile (tests never read the committed, recalibrated ones)
+PROFILE = Path(__file__).resolve().parent / "data" / "profiles" / "cpu-intel-xeon-2c.yaml"
 SHIPPED = ["a100", "h100", "h200", "b200", "l4", "l40s", "a10g", "rtx4090", "mi300x", "v5e", "cpu"]
 
 
@@ -87,7 +90,7 @@ def test_cli_flag_and_json(capsys):
 
 
 def test_measured_profile_keeps_its_rule_and_says_so():
-    s = build_scenario("calibrate/cpu-intel-xeon-2c.yaml", "tiny-llama-123m", 1, 256, weight_dtype="int8",
+    s = build_scenario(str(PROFILE), "tiny-llama-123m", 1, 256, weight_dtype="int8",
                        activation_dtype="fp32", quant_kernel="int8-weight-only", speculative=False)
     assert any("not applied" in w for w in s.warnings)
     assert getattr(s.timing, "quant_kernel", None) is None

@@ -150,7 +150,7 @@ def test_load_any_spec_by_name_and_path():
     assert isinstance(load_any_spec(str(ROOT / "models" / "mixtral-8x7b.yaml")), ModelSpec)
     assert isinstance(load_any_spec(str(ROOT / "hardware" / "l4.yaml")), HardwareSpec)
     assert isinstance(load_any_spec(str(DATA / "mistral-hf-config.json")), ModelSpec)
-    assert load_any_spec(str(ROOT / "calibrate" / "cpu-intel-xeon-2c.yaml")).measured is not None
+    assert load_any_spec(str(ROOT / "tests" / "data" / "profiles" / "cpu-intel-xeon-2c.yaml")).measured is not None
 
 
 def test_load_any_spec_reports_a_bad_model_with_the_model_schema(tmp_path):

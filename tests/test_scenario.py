@@ -19,7 +19,7 @@ from rooflinesim.timing.engine import with_role
 from rooflinesim.pricing.sweep import sweep, sweep_scenario
 
 ROOT = Path(__file__).resolve().parent.parent
-PROFILE = ROOT / "calibrate" / "cpu-intel-xeon-2c.yaml"
+PROFILE = ROOT / "tests" / "data" / "profiles" / "cpu-intel-xeon-2c.yaml"
 
 
 # --- the consistency property --------------------------------------------------------------------------------------

@@ -4,6 +4,7 @@ hand-computed decode bound, served below it and saturating above it; the time-re
 step's error under a measured profile, against predict's interval."""
 
 from dataclasses import replace
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -14,6 +15,9 @@ from rooflinesim.serve.rates import get_saturation_rate_per_s
 from rooflinesim.serve.uncertainty import get_step_rel_sigma, get_step_speed_interval, simulate_at_step_speed
 from rooflinesim.errors import InputError
 from rooflinesim.step import get_workload_step
+
+#: a frozen copy of a measured CPU profile, found from this file (not the working directory)
+PROFILE = str(Path(__file__).resolve().parent / "data" / "profiles" / "cpu-intel-xeon-2c.yaml")
 
 PROMPT, OUTPUT = LengthDistribution.parse("8", "p"), LengthDistribution.parse("256", "o")
 CONFIG = ServeConfig(max_num_seqs=16, max_num_batched_tokens=512)
@@ -96,7 +100,7 @@ def test_replay_at_a_step_speed_is_the_schedule_with_every_price_scaled(policy):
 def test_step_sigma_is_predicts_speculative_step_interval():
     import rooflinesim
 
-    profile = "calibrate/cpu-intel-xeon-2c.yaml"
+    profile = PROFILE
     scenario = build_scenario(profile, "tiny-llama-123m", 1, 256, weight_dtype="fp32", kv_dtype="fp32",
                               activation_dtype="fp32", draft="tiny-draft-2l", alpha=0.7, k_values=[0])
     for k in (0, 2):
@@ -120,7 +124,7 @@ def test_serve_runs_carry_the_step_models_interval_under_a_measured_profile(caps
     workload = WorkloadSpec(LengthDistribution.parse("uniform:16:128", "p"), LengthDistribution.parse("32", "o"),
                             requests=80, seed=1)
     config = ServeConfig(max_num_seqs=8, max_num_batched_tokens=128)
-    measured = build_scenario("calibrate/cpu-intel-xeon-2c.yaml", "tiny-llama-123m", 1, 160, weight_dtype="fp32",
+    measured = build_scenario(PROFILE, "tiny-llama-123m", 1, 160, weight_dtype="fp32",
                               kv_dtype="fp32", activation_dtype="fp32", draft="tiny-draft-2l", alpha=0.7,
                               k_values=[0])
     for policy in ("off", "fixed:2"):
@@ -133,7 +137,7 @@ def test_serve_runs_carry_the_step_models_interval_under_a_measured_profile(caps
                 assert low <= row[metric][p] <= high and low < high
     assert run_one(_scenario(), workload, 1.5, "fixed:2", config)["interval"] is None  # datasheet: no interval
 
-    args = ["serve", "--hw", "calibrate/cpu-intel-xeon-2c.yaml", "--model", "tiny-llama-123m", "--draft",
+    args = ["serve", "--hw", PROFILE, "--model", "tiny-llama-123m", "--draft",
             "tiny-draft-2l", "--alpha", "0.7", "--weight-dtype", "fp32", "--kv-dtype", "fp32", "--activation-dtype",
             "fp32", "--max-num-seqs", "8", "--max-num-batched-tokens", "128", "--prompt-tokens", "uniform:16:128",
             "--output-tokens", "32", "--requests", "60", "--rate", "1,2", "--policy", "off,fixed:2", "--workers", "1"]

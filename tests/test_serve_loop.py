@@ -9,6 +9,7 @@ speculation with rollback) emits exactly the target's greedy continuation of eac
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -22,7 +23,7 @@ from rooflinesim.specs.registry import load_model  # noqa: E402
 from rooflinesim.serve import LengthDistribution, generate_requests  # noqa: E402
 from rooflinesim.errors import InputError  # noqa: E402
 
-PROFILE = "calibrate/cpu-amd-epyc-2c.yaml"
+PROFILE = str(Path(__file__).resolve().parent / "data" / "profiles" / "cpu-amd-epyc-2c.yaml")  # frozen copy
 
 
 def _spec(name: str, layers: int):

@@ -20,7 +20,7 @@ from rooflinesim.specs.hardware import HardwareSpec
 from rooflinesim.specs.model import ModelSpec
 
 ROOT = Path(__file__).resolve().parent.parent
-PROFILE_FILE = ROOT / "calibrate" / "cpu-intel-xeon-2c.yaml"
+PROFILE_FILE = ROOT / "tests" / "data" / "profiles" / "cpu-intel-xeon-2c.yaml"
 
 
 def _data(path: Path) -> dict:

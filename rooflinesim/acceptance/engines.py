@@ -281,7 +281,7 @@ def _mean_with_interval(values, weights) -> tuple[float, tuple[float, float] | N
     if x.size < 2 or n_eff < 2:
         return mean, None
     var = float((w * (x - mean) ** 2).sum() / w.sum()) * n_eff / (n_eff - 1)
-    from scipy import stats  # here: scipy.stats takes seconds to import, and every command loads this module
+    from scipy import stats  # here, not at the top: the CLI parser imports this module, scipy.stats is slow to load
 
     half = stats.t.ppf(0.975, n_eff - 1) * np.sqrt(var / n_eff)
     return mean, (mean - half, mean + half)

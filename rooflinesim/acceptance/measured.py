@@ -29,6 +29,14 @@ from .closed_form import (
 CONFIDENCE = 0.95
 
 
+def _stats():
+    """scipy.stats, imported on first use: the command-line parser imports this module, and importing scipy.stats
+    takes longer than answering a `predict`."""
+    from scipy import stats
+
+    return stats
+
+
 class AcceptanceSourceError(InputError):
     """A source of acceptance that cannot give a trustworthy number; the message is one line for the user."""
 
@@ -41,8 +49,8 @@ def clopper_pearson(successes, trials, confidence: float = CONFIDENCE) -> tuple[
     from scipy import stats  # here: scipy.stats takes seconds to import, and every command loads this module
 
     with np.errstate(invalid="ignore", divide="ignore"):
-        low = np.where(x > 0, stats.beta.ppf(tail, x, n - x + 1), 0.0)
-        high = np.where(x < n, stats.beta.ppf(1.0 - tail, x + 1, n - x), 1.0)
+        low = np.where(x > 0, _stats().beta.ppf(tail, x, n - x + 1), 0.0)
+        high = np.where(x < n, _stats().beta.ppf(1.0 - tail, x + 1, n - x), 1.0)
     return np.nan_to_num(low, nan=0.0), np.nan_to_num(high, nan=1.0)
 
 
@@ -148,9 +156,7 @@ def from_position_counts(engine: str, source: str, n_drafts: int, reached, recor
     values = np.arange(k + 1)
     mean = float((counts * values).sum() / n_drafts)
     var = float((counts * (values - mean) ** 2).sum() / max(n_drafts - 1, 1))
-    from scipy import stats
-
-    half = stats.norm.ppf(0.5 + CONFIDENCE / 2) * np.sqrt(var / n_drafts)
+    half = _stats().norm.ppf(0.5 + CONFIDENCE / 2) * np.sqrt(var / n_drafts)
     expected = 1.0 + mean
     e_ci = (float(max(1.0, expected - half)), float(min(k + 1.0, expected + half)))
     alpha = float(alpha_from_expected_tokens_iid(expected, k))
@@ -183,9 +189,7 @@ def from_mean_length(engine: str, source: str, expected_tokens: float, k: int, r
         pmf = committed_tokens_distribution(np.full(k, alpha))
         n = np.arange(1, k + 2)
         sd = float(np.sqrt((pmf * (n - expected) ** 2).sum()))
-        from scipy import stats
-
-        half = stats.norm.ppf(0.5 + CONFIDENCE / 2) * sd / np.sqrt(n_drafts)
+        half = _stats().norm.ppf(0.5 + CONFIDENCE / 2) * sd / np.sqrt(n_drafts)
         expected_tokens_ci = (expected - half, expected + half)
     e_ci = alpha_ci = None
     if expected_tokens_ci is not None:

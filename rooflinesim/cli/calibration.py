@@ -78,7 +78,7 @@ def cmd_calibrate(args) -> int:
     from ..calibrate.measure.timers import select_device
 
     device = select_device(args.device, args.threads)
-    out = Path(args.out) if args.out else Path("calibrate") / f"{device.slug}.yaml"
+    out = Path(args.out) if args.out else Path("calibrate") / device.slug / f"{device.slug}.yaml"  # calibrate/README.md
     check_output_path(out, "profile (--out)", (".yaml", ".yml"), create_parent=True)
     command = "rooflinesim " + " ".join(shlex.quote(a) for a in sys.argv[1:]) if sys.argv[1:2] == ["calibrate"] else (
         "rooflinesim calibrate")
@@ -208,18 +208,21 @@ def cmd_validate(args) -> int:
 
     _import_torch_or_fail()
     _check_threads(args.threads)
-    out_dir = check_output_dir(args.out_dir, "--out-dir")  # before any measuring
+    if args.out_dir is not None:
+        check_output_dir(args.out_dir, "--out-dir")  # before anything is loaded
     from ..calibrate.measure.timers import select_device
     from ..calibrate.validators.validate import combine_reports, print_report, run_validation, write_report
 
     profile_path = args.profile
     if profile_path is None:
         device = select_device(args.device, args.threads)
-        profile_path = str(Path("calibrate") / f"{device.slug}.yaml")
+        profile_path = str(Path("calibrate") / device.slug / f"{device.slug}.yaml")
         if not Path(profile_path).exists():
             raise InputError(f"no --profile given and no profile of this device at {profile_path}: run 'rooflinesim "
                              "calibrate' first or give --profile")
     profile = load_profile(profile_path)
+    # the reports go next to their profile unless --out-dir says otherwise; checked before any measuring
+    out_dir = check_output_dir(args.out_dir if args.out_dir is not None else Path(profile_path).parent, "--out-dir")
     if args.serve:
         return cmd_validate_serve(args, profile_path, profile, out_dir)
     if getattr(args, "family", None):
