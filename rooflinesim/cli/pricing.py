@@ -96,11 +96,13 @@ def cmd_serve(args) -> int:
                             LengthDistribution.parse(args.output_tokens, "--output-tokens"),
                             check_positive_int(args.requests, "--requests", 10_000_000), args.arrivals, args.cv,
                             args.seed, args.trace)
-    config = ServeConfig(args.max_num_seqs, args.max_num_batched_tokens, args.block_size, args.seed).check()
     longest = workload.prompt.max_tokens + workload.output.max_tokens
     scenario = build_scenario(args.hw, args.model, 1, longest, allow_long_context=args.allow_long_context,
                               alpha=args.alpha, alpha_per_position=args.alpha_per_position, k_values=[0],
                               **deployment_options(args), **speculation_options(args))
+    # the engine's scheduling (step formation, admission, token budget, sequence limit) unless given
+    config = ServeConfig.for_engine(scenario.engine, args.max_num_seqs, args.max_num_batched_tokens, args.block_size,
+                                    args.seed).check()
     if args.emit_config:
         from ..serve.engine_configs import emit_engine_config, get_config_header
 
@@ -132,7 +134,13 @@ def cmd_serve(args) -> int:
                               args.dask, args.workers)
     crossovers = get_crossovers(rows)
     if args.json:
-        print(json.dumps({"runs": rows, "crossovers": crossovers}, indent=1))
+        def finite(value):  # --rate inf: JSON has no infinity
+            return "inf" if isinstance(value, float) and value == float("inf") else value
+
+        runs = [{**row, "rate_per_s": finite(row["rate_per_s"])} for row in rows]
+        crossings = [{key: ({**at, "rate_per_s": finite(at["rate_per_s"])} if isinstance(at, dict) else at)
+                      for key, at in c.items()} for c in crossovers]
+        print(json.dumps({"runs": runs, "crossovers": crossings}, indent=1))
         print_warnings(scenario.warnings)
         return 0
     console = Console(width=160)

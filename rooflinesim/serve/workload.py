@@ -88,7 +88,10 @@ class LengthDistribution:
 def get_arrival_times_s(rng: np.random.Generator, n: int, rate_per_s: float, kind: str = "poisson",
                         cv: float = 1.0) -> np.ndarray:
     """n arrival times of a renewal process with mean rate `rate_per_s`: exponential gaps (Poisson) or Gamma gaps
-    with coefficient of variation `cv` (shape 1 / cv^2, mean 1 / rate)."""
+    with coefficient of variation `cv` (shape 1 / cv^2, mean 1 / rate). An infinite rate sends every request at
+    t = 0 (`--rate inf`, as the engines' benchmark scripts do for their offline-throughput runs)."""
+    if rate_per_s == math.inf:
+        return np.zeros(n)
     if not (math.isfinite(rate_per_s) and rate_per_s > 0):
         raise InputError(f"request rate must be a positive number per second, got {rate_per_s!r}")
     if kind not in ARRIVAL_KINDS:
