@@ -67,6 +67,7 @@ def test_wheel_ships_specs_and_predict_runs_from_a_temp_dir(tmp_path):
     names = zipfile.ZipFile(wheel).namelist()
     assert "rooflinesim/data/hardware/a100-sxm-80gb.yaml" in names
     assert "rooflinesim/data/models/llama-3.1-8b.yaml" in names
+    assert "rooflinesim/data/engines/vllm-v1.yaml" in names and "rooflinesim/data/engines/ideal.yaml" in names
 
     env_dir = tmp_path / "venv"
     python = make_inner_venv(env_dir)

@@ -194,9 +194,11 @@ def cmd_plot(args) -> int:
                                       alpha=alphas[0] if alphas else None, **deployment_options(args))
         workload = WorkloadSpec(LengthDistribution.parse("1024", "prompt"), LengthDistribution.parse("128", "output"),
                                 requests=args.requests)
+        from ..serve import ServeConfig
+
         fig = plots.plot_serve(scenario, rates=parse_rates(args.rate or "1..32"),
                                policies=[p.name for p in parse_policies(args.policy or "off,fixed:4,dynamic")],
-                               workload=workload)
+                               workload=workload, config=ServeConfig.for_engine(scenario.engine).check())
     elif args.kind == "validation":
         if not args.report:
             raise InputError("plot validation needs --report FILE (a JSON written by 'rooflinesim validate')")
