@@ -204,3 +204,11 @@ def test_sglang_eagle1_crossing_and_batch1_baseline():
     assert below and 16 <= below[0] <= 36
     assert all(x >= 1.0 for b, x in zip(BATCHES, speedup) if b < below[0])
     assert baseline_tokens_per_s == pytest.approx(158.3, rel=0.10)
+
+
+def test_list_engines_names_the_default(capsys):
+    from rooflinesim.cli import main
+
+    assert main(["list", "engines"]) == 0
+    out = capsys.readouterr().out
+    assert "vllm-v1 (default)" in out and "sglang" in out and "the hardware's own" in out

@@ -69,6 +69,7 @@ def test_wheel_ships_specs_and_predict_runs_from_a_temp_dir(tmp_path):
     assert "rooflinesim/data/models/llama-3.1-8b.yaml" in names
     for page in ("index.html", "app.js", "style.css", "vendor/plotly-cartesian.min.js", "vendor/plotly-LICENSE.txt"):
         assert f"rooflinesim/explore/static/{page}" in names  # `rooflinesim explore` works from an installed wheel
+    assert "rooflinesim/data/engines/vllm-v1.yaml" in names and "rooflinesim/data/engines/ideal.yaml" in names
 
     env_dir = tmp_path / "venv"
     python = make_inner_venv(env_dir)

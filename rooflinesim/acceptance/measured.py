@@ -46,8 +46,6 @@ def clopper_pearson(successes, trials, confidence: float = CONFIDENCE) -> tuple[
     x = np.asarray(successes, dtype=float)
     n = np.asarray(trials, dtype=float)
     tail = (1.0 - confidence) / 2.0
-    from scipy import stats  # here: scipy.stats takes seconds to import, and every command loads this module
-
     with np.errstate(invalid="ignore", divide="ignore"):
         low = np.where(x > 0, _stats().beta.ppf(tail, x, n - x + 1), 0.0)
         high = np.where(x < n, _stats().beta.ppf(1.0 - tail, x + 1, n - x), 1.0)

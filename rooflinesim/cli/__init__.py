@@ -131,8 +131,8 @@ def build_parser(raising: bool = False) -> argparse.ArgumentParser:
     p.add_argument("--requests", type=int, default=500, help="serve: requests per run (default 500)")
     p.set_defaults(handler=cmd_plot)
 
-    p = sub.add_parser("list", help="list shipped hardware, models or acceptance presets")
-    p.add_argument("what", choices=["hardware", "models", "acceptance"])
+    p = sub.add_parser("list", help="list shipped hardware, models, engine profiles or acceptance presets")
+    p.add_argument("what", choices=["hardware", "models", "engines", "acceptance"])
     p.add_argument("--json", action="store_true", help="print the list as JSON")
     p.set_defaults(handler=cmd_list)
 

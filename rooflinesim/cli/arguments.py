@@ -121,8 +121,8 @@ def add_serve_arguments(p: argparse.ArgumentParser) -> None:
     add_speculation_arguments(p)
     p.set_defaults(hw="h100")
     p.add_argument("--alpha-per-position", default=None, help="conditional acceptance per draft position (not --alpha)")
-    p.add_argument("--rate", default=None, help="requests per second: 4, 1,2,4 or 1..32 (doublings); a trace "
-                                                "alone replays its own rate")
+    p.add_argument("--rate", default=None, help="requests per second: 4, 1,2,4 or 1..32 (doublings); inf: all "
+                                                "requests at once; a trace alone replays its own rate")
     p.add_argument("--concurrency", default=None,
                    help="closed-loop clients instead of --rate: 8, 1,2,4 or 1..64 (doublings); each client sends its "
                         "next request when the last one finishes (benchmark_serving --max-concurrency)")
@@ -139,8 +139,10 @@ def add_serve_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--cv", type=float, default=1.0, help="coefficient of variation of gamma inter-arrival gaps")
     p.add_argument("--trace", default=None, help="JSONL trace: arrival_s, prompt_tokens, output_tokens per line")
     p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--max-num-seqs", type=int, default=256, help="running requests at most (vLLM; default 256)")
-    p.add_argument("--max-num-batched-tokens", type=int, default=8192, help="token budget per step (default 8192)")
+    p.add_argument("--max-num-seqs", type=int, default=None,
+                   help="running requests at most (default: the engine's, 256 for vllm-v1)")
+    p.add_argument("--max-num-batched-tokens", type=int, default=None,
+                   help="token budget per step (default: the engine's, 8192 for vllm-v1)")
     p.add_argument("--block-size", type=int, default=16, help="KV-cache block in tokens (default 16)")
     p.add_argument("--slo-ttft", type=float, default=None, help="time-to-first-token SLO in seconds (goodput)")
     p.add_argument("--slo-tpot", type=float, default=None, help="time-per-output-token SLO in seconds (goodput)")

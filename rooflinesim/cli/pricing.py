@@ -147,11 +147,13 @@ def _serve(args) -> dict:
                             LengthDistribution.parse(args.output_tokens, "--output-tokens"),
                             check_positive_int(args.requests, "--requests", 10_000_000), args.arrivals, args.cv,
                             args.seed, args.trace)
-    config = ServeConfig(args.max_num_seqs, args.max_num_batched_tokens, args.block_size, args.seed).check()
     longest = workload.prompt.max_tokens + workload.output.max_tokens
     scenario = build_scenario(args.hw, args.model, 1, longest, allow_long_context=args.allow_long_context,
                               alpha=args.alpha, alpha_per_position=args.alpha_per_position, k_values=[0],
                               **deployment_options(args), **speculation_options(args))
+    # the engine's scheduling (step formation, admission, token budget, sequence limit) unless given
+    config = ServeConfig.for_engine(scenario.engine, args.max_num_seqs, args.max_num_batched_tokens, args.block_size,
+                                    args.seed).check()
     if args.emit_config:
         from ..serve.engine_configs import emit_engine_config, get_config_header
 
@@ -203,7 +205,14 @@ def get_serve_output(args) -> CommandOutput:
     if "emitted" in run:
         config, header = run["emitted"]  # JSON carries no comment: vLLM's provenance goes to stderr
         return config, ([header] if header is not None else []) + warnings
-    return json.dumps({"runs": run["rows"], "crossovers": run["crossovers"]}, indent=1), warnings
+
+    def finite(value):  # --rate inf: JSON has no infinity
+        return "inf" if isinstance(value, float) and value == float("inf") else value
+
+    runs = [{**row, "rate_per_s": finite(row["rate_per_s"])} for row in run["rows"]]
+    crossings = [{key: ({**at, "rate_per_s": finite(at["rate_per_s"])} if isinstance(at, dict) and "rate_per_s" in at
+                        else at) for key, at in c.items()} for c in run["crossovers"]]
+    return json.dumps({"runs": runs, "crossovers": crossings}, indent=1), warnings
 
 
 def cmd_serve(args) -> int:
@@ -272,6 +281,8 @@ def cmd_plot(args) -> int:
                                       **{**speculation, "k_values": [0]}, **deployment_options(args))
         workload = WorkloadSpec(LengthDistribution.parse("1024", "prompt"), LengthDistribution.parse("128", "output"),
                                 requests=args.requests)
+        from ..serve import ServeConfig
+
         if args.concurrency is not None and args.rate is not None:
             raise InputError("give --rate (open loop) or --concurrency (closed loop), not both")
         policies = [p.name for p in parse_policies(args.policy or "off,fixed:4,dynamic", get_policy_k_bound(scenario))]
@@ -279,7 +290,8 @@ def cmd_plot(args) -> int:
             raise InputError(f"--baseline {args.baseline} is none of the policies ({', '.join(policies)})")
         fig = plots.plot_serve(scenario, rates=parse_rates(args.rate or "1..32"), policies=policies, workload=workload,
                                concurrencies=None if args.concurrency is None else
-                               parse_concurrencies(args.concurrency), baseline=args.baseline)
+                               parse_concurrencies(args.concurrency), baseline=args.baseline,
+                               config=ServeConfig.for_engine(scenario.engine).check())
     elif args.kind == "validation":
         if not args.report:
             raise InputError("plot validation needs --report FILE (a JSON written by 'rooflinesim validate')")

@@ -49,7 +49,24 @@ def cmd_list(args) -> int:
         from .acceptance import print_presets
 
         return print_presets()
-    if args.what == "hardware":
+    if args.what == "engines":
+        from ..specs.registry import list_engines
+        from ..scenario.inputs import DEFAULT_ENGINE
+
+        for column in ("name", "version", "graph / eager per kernel", "graphs up to", "host c + per seq", "overlap",
+                       "steps", "admission"):
+            table.add_column(column)
+        for e in list_engines():
+            launch, host, sched = e.launch, e.host, e.scheduling
+            table.add_row(
+                e.short_name + (" (default)" if e.short_name == DEFAULT_ENGINE else ""), e.version,
+                "the hardware's own" if launch.use_hardware_overhead else
+                f"{launch.kernel_s_graph * 1e6:.2f} / {launch.kernel_s_eager * 1e6:.1f} us",
+                "-" if e.is_ideal else f"batch {launch.graph_max_batch}",
+                "-" if e.is_ideal else f"{host.constant_s * 1e6:.0f} + {host.per_sequence_s * 1e6:.0f} us",
+                "yes" if host.overlap else "no", sched.policy, sched.admission,
+            )
+    elif args.what == "hardware":
         for column in ("name", "aliases", "bf16/fp16 dense", "bandwidth", "memory", "ridge bf16 FLOP/B"):
             table.add_column(column)
         for hw in list_hardware():

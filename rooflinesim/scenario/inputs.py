@@ -336,5 +336,4 @@ def resolve_engine(engine):
     try:
         return load_engine(engine)
     except SpecError as exc:
-        raise InputError(str(exc).replace("(run 'rooflinesim list engines')", "(see engines/ or docs/engines.md)")
-                         ) from None
+        raise InputError(str(exc)) from None

@@ -41,12 +41,37 @@ DEFAULT_BLOCK_SIZE = 16  # vLLM's default KV block size (tokens)
 RECENT_DECAY = 0.99
 
 
+STEP_POLICIES = ("mixed", "prefill-first")
+ADMISSIONS = ("evict", "no-evict")
+
+
 @dataclass(frozen=True)
 class ServeConfig:
     max_num_seqs: int = DEFAULT_MAX_NUM_SEQS
     max_num_batched_tokens: int = DEFAULT_MAX_NUM_BATCHED_TOKENS
     block_size: int = DEFAULT_BLOCK_SIZE
     seed: int = 0
+    #: the engine's step formation (specs.engine.Scheduling): 'mixed' chunked steps (vLLM V1, TensorRT-LLM) or
+    #: 'prefill-first' (a step with prompts to prefill runs them alone and the decodes wait: SGLang without mixed
+    #: chunking, vLLM V0)
+    step_policy: str = "mixed"
+    #: 'evict' (admit while blocks are free, preempt by recompute when they run out) or 'no-evict' (admit only a
+    #: request whose prompt, whole output and draft slots fit: TensorRT-LLM's GUARANTEED_NO_EVICT)
+    admission: str = "evict"
+
+    @classmethod
+    def for_engine(cls, engine, max_num_seqs=None, max_num_batched_tokens=None, block_size=DEFAULT_BLOCK_SIZE,
+                   seed=0) -> "ServeConfig":
+        """The config an engine profile runs with by default (`scheduling` block); given values override it."""
+        def given(value, default):
+            return default if value is None else value
+
+        if engine is None:
+            return cls(given(max_num_seqs, DEFAULT_MAX_NUM_SEQS),
+                       given(max_num_batched_tokens, DEFAULT_MAX_NUM_BATCHED_TOKENS), block_size, seed)
+        s = engine.scheduling
+        return cls(given(max_num_seqs, s.max_num_seqs), given(max_num_batched_tokens, s.max_num_batched_tokens),
+                   block_size, seed, s.policy, s.admission)
 
     def check(self) -> "ServeConfig":
         for name in ("max_num_seqs", "max_num_batched_tokens", "block_size"):
@@ -55,6 +80,10 @@ class ServeConfig:
                 raise InputError(f"{name} must be a positive integer, got {value!r}")
         if isinstance(self.seed, bool) or not isinstance(self.seed, (int, np.integer)) or self.seed < 0:
             raise InputError(f"seed must be a non-negative integer, got {self.seed!r}")
+        if self.step_policy not in STEP_POLICIES:
+            raise InputError(f"step_policy must be one of {', '.join(STEP_POLICIES)}, got {self.step_policy!r}")
+        if self.admission not in ADMISSIONS:
+            raise InputError(f"admission must be one of {', '.join(ADMISSIONS)}, got {self.admission!r}")
         if self.max_num_batched_tokens < self.max_num_seqs:
             raise InputError(f"max_num_batched_tokens ({self.max_num_batched_tokens}) must be at least max_num_seqs "
                              f"({self.max_num_seqs}): every running request needs a token per step")
@@ -116,6 +145,19 @@ def _speculation_pays_catch_up(pricer, k: int, batch: int, context: float, missi
         return False
     catch_up = pricer.get_draft_catch_up_s((computed - missing).tolist(), missing.tolist())
     return saved_per_step * float(np.mean(remaining)) > catch_up
+
+
+def _whole_request_blocks(rid: int, prompt, output, generated, block_size: int, max_k: int) -> int:
+    """Blocks a request holds at its longest: prompt + output + the draft and lookahead slots (no-evict admission)."""
+    return -(-(int(prompt[rid]) + int(output[rid]) + 2 * max_k + 1) // block_size)
+
+
+def _admissible(rid: int, target, prompt, output, generated, budget: int, block_size: int, free_blocks: int,
+                no_evict: bool, max_k: int) -> bool:
+    """Whether the first waiting request would be admitted into an otherwise empty step (prefill-first's test)."""
+    need = (_whole_request_blocks(rid, prompt, output, generated, block_size, max_k) if no_evict
+            else -(-int(min(target[rid], budget)) // block_size))
+    return need <= free_blocks
 
 
 def _apply_decode_run(plan: DecodeRun, dec, now, free_blocks, total_blocks, computed, generated, blocks, last_emit_s,
@@ -181,7 +223,7 @@ def simulate(scenario: Scenario, requests: Requests, policy: Policy | str, confi
     on_demand = draft_prefills and policy.draft_on_demand
     policy.saturated, policy.prefill_per_decode = False, 0.0
     recent_prefill_s, recent_decode_s = 0.0, 1e-12  # decayed sums of the steps' prefill and decode time
-    speculating = True  # an on-demand draft prefills prompts while the last decode decision drafted
+    speculating = True  # an on-demand draft prefills new prompts while the policy's last decision drafted
 
     n = requests.count
     closed = concurrency is not None
@@ -208,6 +250,7 @@ def simulate(scenario: Scenario, requests: Requests, policy: Policy | str, confi
     itl_chunks: list[np.ndarray] = []
     budget_total, max_seqs = config.max_num_batched_tokens, config.max_num_seqs
     membership_changed = True
+    prefill_first, no_evict = config.step_policy == "prefill-first", config.admission == "no-evict"
 
     while next_arrival < n or running or waiting:
         while next_arrival < n and arrival[next_arrival] <= now:
@@ -249,6 +292,9 @@ def simulate(scenario: Scenario, requests: Requests, policy: Policy | str, confi
                     membership_changed = True
                 continue
         dec, pre = all_dec, all_pre
+        if prefill_first and dec.size and (pre.size or (waiting and len(running) < max_seqs and _admissible(
+                waiting[0], target, prompt, output, generated, budget_total, bs, free_blocks, no_evict, policy.max_k))):
+            dec = dec[:0]  # prompts to prefill run alone: the decodes wait for the next step
         k, decode_context = 0, 0.0
         if dec.size:
             if dec.size > budget_total:
@@ -256,6 +302,8 @@ def simulate(scenario: Scenario, requests: Requests, policy: Policy | str, confi
             decode_context = float(np.add.reduce(computed[dec])) / dec.size
             k = policy.choose_k(int(dec.size), decode_context, pricer)
             k = int(min(k, budget_total // dec.size - 1))
+            if on_demand:  # the policy's intent, whether or not the draft catches up this step
+                speculating = k > 0
             if on_demand and k and not _speculation_pays_catch_up(pricer, k, int(dec.size), decode_context,
                                                                   draft_missing[dec], computed[dec],
                                                                   output[dec] - generated[dec]):
@@ -299,6 +347,8 @@ def simulate(scenario: Scenario, requests: Requests, policy: Policy | str, confi
             rid = waiting[0]
             c = int(min(target[rid], budget))
             need = -(-c // bs)
+            if no_evict:  # reserve the whole request up front: it can never be preempted
+                need = _whole_request_blocks(rid, prompt, output, generated, bs, policy.max_k)
             if need > free_blocks:
                 break
             waiting.popleft()
@@ -323,17 +373,17 @@ def simulate(scenario: Scenario, requests: Requests, policy: Policy | str, confi
         pre_computed = computed[pre]
         prefilled = pre_computed + chunk
         finishing = prefilled >= target[pre]
-        if on_demand and dec.size:
-            speculating = k > 0
         draft_step = draft_prefills and not (on_demand and (policy.saturated or not speculating))
         step_s = pricer.get_step_time_s(int(dec.size), decode_context, k, pre_computed.tolist(), chunk.tolist(),
                                         int(np.count_nonzero(finishing)), draft_step)
+        catch_up_s = 0.0
         if on_demand:
             if pre.size and not draft_step:
                 draft_missing[pre] += chunk
             if k and dec.size and draft_missing[dec].any():  # the draft catches up before it drafts again
                 missing = draft_missing[dec]
-                step_s += pricer.get_draft_catch_up_s((computed[dec] - missing).tolist(), missing.tolist())
+                catch_up_s = pricer.get_draft_catch_up_s((computed[dec] - missing).tolist(), missing.tolist())
+                step_s += catch_up_s
                 draft_missing[dec] = 0
         end = now + step_s
         # prefill chunks: the ones that complete their prompt emit a token
@@ -380,9 +430,11 @@ def simulate(scenario: Scenario, requests: Requests, policy: Policy | str, confi
                            budget_total - budget))
         if on_demand:
             policy.saturated = bool(waiting)  # requests left waiting after this step's admissions
+            # the target's own prefill time: without the draft's catch-up and its share of the chunks' prefill
             decode_s = pricer.get_decode_time_s(int(dec.size), decode_context, k) if dec.size else 0.0
+            prefill_s = max(step_s - catch_up_s - decode_s, 0.0) / (1.0 + pricer.draft_prefill_ratio * draft_step)
             recent_decode_s = recent_decode_s * RECENT_DECAY + decode_s
-            recent_prefill_s = recent_prefill_s * RECENT_DECAY + max(step_s - decode_s, 0.0)
+            recent_prefill_s = recent_prefill_s * RECENT_DECAY + prefill_s
             policy.prefill_per_decode = recent_prefill_s / max(recent_decode_s, 1e-12)
             if not k and dec.size:
                 draft_missing[dec] += emitted

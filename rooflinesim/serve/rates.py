@@ -232,10 +232,14 @@ __all__ = ["WorkloadSpec", "run_one", "run_rate_sweep", "parse_concurrencies", "
 
 
 def parse_rates(text: str) -> list[float]:
-    """'1..32' (doublings from 1 to 32, the end included), '0.5,1,2' or '4': request rates per second."""
+    """'1..32' (doublings from 1 to 32, the end included), '0.5,1,2' or '4': request rates per second; 'inf' (alone or
+    in a list) sends every request at once."""
     import math
 
     text = str(text).strip()
+    if "inf" in [part.strip().lower() for part in text.split(",")]:
+        finite = ",".join(part for part in text.split(",") if part.strip().lower() != "inf")
+        return (parse_rates(finite) if finite.strip() else []) + [math.inf]
     try:
         if ".." in text:
             lo, hi = (float(x) for x in text.split("..", 1))

@@ -10,6 +10,7 @@ comes from one numpy Generator seeded by the user, so a run is reproducible.
 from __future__ import annotations
 
 import json
+import math
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -126,7 +127,10 @@ class LengthDistribution:
 def get_arrival_times_s(rng: np.random.Generator, n: int, rate_per_s: float, kind: str = "poisson",
                         cv: float = 1.0) -> np.ndarray:
     """n arrival times of a renewal process with mean rate `rate_per_s`: exponential gaps (Poisson) or Gamma gaps
-    with coefficient of variation `cv` (shape 1 / cv^2, mean 1 / rate)."""
+    with coefficient of variation `cv` (shape 1 / cv^2, mean 1 / rate). An infinite rate sends every request at
+    t = 0 (`--rate inf`, as the engines' benchmark scripts do for their offline-throughput runs)."""
+    if rate_per_s == math.inf:
+        return np.zeros(n)
     rate_per_s = check_rate_per_s(rate_per_s)
     if kind not in ARRIVAL_KINDS:
         raise InputError(f"arrivals must be one of {', '.join(ARRIVAL_KINDS)} (or a --trace), got {kind!r}")
