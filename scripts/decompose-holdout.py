@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Print what hold-out decode steps are made of (torch.profiler, per bucket) beside rooflinesim's per-op prices.
 
-    python scripts/decompose-holdout.py --profile calibrate/cpu-amd-epyc-2c.yaml --dtype fp32 \
+    python scripts/decompose-holdout.py --profile calibrate/cpu-amd-epyc-2c/cpu-amd-epyc-2c.yaml --dtype fp32 \
         --model hf-llama-94m,gptfast-llama-101m,reference:gptfast-llama-101m --batch 1,16 --context 2048
 
 --model takes Hugging Face hold-out names (calibrate.external.hf_holdout, needs transformers), gpt-fast-style ones
@@ -65,7 +65,7 @@ def build(name: str, dtype: torch.dtype):
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--profile", default="calibrate/cpu-amd-epyc-2c.yaml")
+    ap.add_argument("--profile", default="calibrate/cpu-amd-epyc-2c/cpu-amd-epyc-2c.yaml")
     ap.add_argument("--dtype", default="fp32")
     ap.add_argument("--model", default="hf-llama-94m,gptfast-llama-101m,reference:gptfast-llama-101m")
     ap.add_argument("--batch", default="1,16")

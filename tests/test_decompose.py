@@ -3,6 +3,8 @@ dispatches are counted per implementation, and the priced side adds up to the st
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import importlib.util
 
 import pytest
@@ -21,7 +23,7 @@ SPEC = synthetic_spec("tiny-decompose", 64, 4, 2, 96, layers=3, vocab=500)
 
 
 def _step(spec, batch=2, context=16):
-    hw = load_profile("calibrate/cpu-amd-epyc-2c-quick.yaml")
+    hw = load_profile(Path(__file__).resolve().parent / "data" / "profiles" / "cpu-amd-epyc-2c-quick.yaml")
     sc = build_scenario(hw, spec, batch, context, weight_dtype="fp32", kv_dtype="fp32", activation_dtype="fp32",
                         speculative=False, allow_long_context=True)
     return get_workload_step(sc.hardware, spec, sc.workload, 1, sc.timing, context, batch)

@@ -20,7 +20,7 @@ from rooflinesim.explore.server import is_local_host, make_server
 from .explore_helpers import get, get_json, running_server
 
 ROOT = Path(__file__).resolve().parent.parent
-PROFILE = str(ROOT / "calibrate" / "cpu-amd-epyc-2c.yaml")
+PROFILE = str(Path(__file__).resolve().parent / "data" / "profiles" / "cpu-amd-epyc-2c.yaml")
 
 
 @pytest.fixture(scope="module")

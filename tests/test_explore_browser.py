@@ -23,7 +23,7 @@ from rooflinesim.cli.api import _command_parser
 from .explore_helpers import get, get_json, running_server
 
 ROOT = Path(__file__).resolve().parent.parent
-PROFILE = str(ROOT / "calibrate" / "cpu-amd-epyc-2c.yaml")
+PROFILE = str(Path(__file__).resolve().parent / "data" / "profiles" / "cpu-amd-epyc-2c.yaml")
 LOAD_DEFAULTS = {"rate": "1..32", "policy": "off,fixed:4,dynamic", "requests": "200"}  # the page's initial state
 SKIP = "browser tests need {what}: run scripts/setup-dev.sh (apt-get install chromium chromium-driver; pip selenium)"
 

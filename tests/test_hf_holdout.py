@@ -3,6 +3,8 @@ gpt-fast-style decoder, and `validate --family` on tiny models (no timing is ass
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 torch = pytest.importorskip("torch")
@@ -14,7 +16,7 @@ from rooflinesim.calibrate.fitting.plan import get_calibrated_shapes, get_linear
 needs_hf = pytest.mark.skipif(__import__("importlib").util.find_spec("transformers") is None,
                               reason="transformers not installed (pip install 'rooflinesim[hf]')")
 
-PROFILE = "calibrate/cpu-amd-epyc-2c-quick.yaml"
+PROFILE = str(Path(__file__).resolve().parent / "data" / "profiles" / "cpu-amd-epyc-2c-quick.yaml")
 
 
 def tiny_entries():

@@ -13,7 +13,7 @@ from rooflinesim.pricing.predict import JSON_SCHEMA_VERSION
 
 ROOT = Path(__file__).resolve().parent.parent
 DOC = ROOT / "docs" / "cli-and-json.md"
-PROFILE = ROOT / "calibrate" / "cpu-intel-xeon-2c.yaml"
+PROFILE = Path(__file__).resolve().parent / "data" / "profiles" / "cpu-intel-xeon-2c.yaml"
 
 
 def _json(capsys, argv):
@@ -68,4 +68,4 @@ def test_every_json_key_is_documented_with_a_unit(capsys, argv):
     keys = {re.sub(r"\.(fp32|tf32|bf16|fp16|fp8|int8|int4)$", ".<dtype>", k) for k in _keys(data)}
     keys = {re.sub(r"^(schedules\[\]\.trtllm\.draft_len_schedule)\..*", r"\1", k) for k in keys}
     missing = keys - _documented(argv[0])
-    assert not missing, f"undocumented {command} JSON keys: {sorted(missing)}"
+    assert not missing, f"undocumented {argv[0]} JSON keys: {sorted(missing)}"

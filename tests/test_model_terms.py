@@ -3,6 +3,8 @@ recorded in the provenance, applied to every price of that model, and checked by
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import importlib.util
 import json
 import shutil
@@ -17,7 +19,7 @@ from rooflinesim.specs.profiles import load_profile
 from rooflinesim.specs.registry import load_model
 from rooflinesim.step import get_workload_step
 
-PROFILE = "calibrate/cpu-amd-epyc-2c-quick.yaml"
+PROFILE = str(Path(__file__).resolve().parent / "data" / "profiles" / "cpu-amd-epyc-2c-quick.yaml")
 TINY_CONFIG = {"model_type": "llama", "_name_or_path": "my-tiny-llama", "hidden_size": 64, "intermediate_size": 96,
                "num_hidden_layers": 2, "num_attention_heads": 4, "num_key_value_heads": 2, "vocab_size": 300,
                "max_position_embeddings": 4096, "rms_norm_eps": 1e-5, "tie_word_embeddings": False}
