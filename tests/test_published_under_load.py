@@ -12,8 +12,8 @@ import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 SPEC_METRICS = {"speedup", "e2e_latency_speedup", "per_user_output_throughput_speedup"}
-SERVE_METRICS = {"requests_per_s", "output_tokens_per_s", "median_ttft_s", "median_tpot_s", "median_e2e_latency_s",
-                 "median_itl_s", "tpot_s"}
+SERVE_METRICS = {"requests_per_s", "output_tokens_per_s", "median_ttft_s", "median_tpot_s", "mean_tpot_s",
+                 "median_e2e_latency_s", "median_itl_s", "tpot_s"}
 LOAD_FIELD = {"batch": "batch", "rate": "rate_per_s", "concurrency": "concurrency"}
 
 
@@ -160,3 +160,19 @@ def test_a_fitted_batch_row_is_reproduced_and_its_held_out_neighbour_priced(benc
 def test_acceptance_length_converts_back_to_alpha(bench, alpha, k):
     length = sum(alpha ** i for i in range(k + 1))  # 1 + alpha + ... + alpha^k, hand-expanded
     assert bench.alpha_from_acceptance_length(length, k) == pytest.approx(alpha, abs=1e-6)
+
+
+def test_an_engine_the_model_does_not_know_is_priced_ideal_and_marked(bench, monkeypatch):
+    from rooflinesim.errors import InputError
+
+    calls = []
+
+    def fake_build(hw, model, batch, ctx, *, engine=None, **kwargs):
+        calls.append(engine)
+        if engine is not None:
+            raise InputError(f"unknown engine {engine!r}")
+        return "ideal scenario"
+
+    monkeypatch.setattr(bench, "build_scenario", fake_build)
+    scenario, used = bench._build({"engine": "vllm-v0", "hardware": "h100", "model": "llama-3.1-8b"})
+    assert scenario == "ideal scenario" and used == {} and calls == ["vllm-v0", None]
