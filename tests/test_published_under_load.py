@@ -64,6 +64,10 @@ def test_speculation_rows_have_sources_and_the_fields_their_metric_needs(spec_ro
             assert acceptance["value"] > 0, row["id"]
         if row["drafting"] == "chain" and row["load"] != "concurrency" and row["hardware"] != "gb200":
             assert isinstance(row["k"], int) and row["k"] >= 1, row["id"]
+        if row["drafting"] == "tree":  # the shape issue 23's --tree takes (None where the source does not state it)
+            assert {"depth", "topk", "draft_tokens"} <= set(row["tree"]), row["id"]
+        if row["drafting"] == "self":
+            assert "draft_kv_budget" in row, row["id"]
         assert set(row.get("fitted_on") or []) <= {"acceptance"}, row["id"]
 
 
