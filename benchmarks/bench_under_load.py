@@ -6,6 +6,7 @@ and the break-even batch or rate where a source shows one.
     python benchmarks/bench_under_load.py              # everything (a few minutes on 2 shared cores)
     python benchmarks/bench_under_load.py --spec-only  # the speculation benchmark only
     python benchmarks/bench_under_load.py --serve-only # the no-speculation serving benchmark only
+    python benchmarks/bench_under_load.py --json out.json  # also the headline figures as JSON
 
 How rows are priced (no row-specific constant enters a prediction):
 - batch rows with a chain drafter: `build_scenario` + `predict_scenario`, the speedup of the row's k at the row's
@@ -26,6 +27,7 @@ from __future__ import annotations
 
 import argparse
 import inspect
+import json
 import os
 import platform
 import sys
@@ -261,7 +263,7 @@ def run_break_even(rows: list[dict], alphas: dict[str, float]) -> None:
         if entry["series"] not in alphas or not_priceable_reason(row):
             print(f"  {entry['series']}: not priceable")
             continue
-        grid = BATCH_GRID if entry["load"] == "batch" else list(range(1, 2 * entry["published_first_losing"] + 1))
+        grid = BATCH_GRID if entry["load"] == "batch" else list(range(1, 4 * entry["published_first_losing"] + 1))
         predicted = next((x for x in grid if predict_speedup(row, alphas[entry["series"]], x) < 1.0), None)
         published = entry["published_first_losing"]
         ratio = f"{predicted / published:.2f}x the published" if predicted else f"none up to {grid[-1]}"
@@ -318,21 +320,44 @@ def run_serve(rows: list[dict]) -> list[dict]:
     return results
 
 
+def get_summary(spec: dict | None, serve: list[dict] | None) -> dict:
+    """The headline figures as numbers (for the README's accuracy line): median / p90 |error| and row counts."""
+    def stats(errors):
+        e = np.abs(np.asarray(errors, dtype=float))
+        return {"rows": int(e.size), "median": float(np.median(e)) if e.size else None,
+                "p90": float(np.percentile(e, 90)) if e.size else None}
+
+    out = {}
+    if spec is not None:
+        out["speculation_speedup_error_x"] = {
+            "fitted": stats([r["error"] for r in spec["results"] if r["fitted"]]),
+            "held_out": stats([r["error"] for r in spec["results"] if not r["fitted"]]),
+            "not_yet_priceable_rows": len(spec["skipped"])}
+    if serve is not None:
+        out["serving_relative_error"] = {kind: stats([r["error"] for r in serve if r["kind"] == kind])
+                                         for kind in ("throughput", "tpot", "ttft", "e2e")}
+    return out
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--spec-only", action="store_true")
     parser.add_argument("--serve-only", action="store_true")
+    parser.add_argument("--json", metavar="PATH", help="also write the headline figures to PATH as JSON")
     args = parser.parse_args(argv)
     engine_note = "per-row engine" if _accepts(build_scenario, "engine") else "ideal kernel roofline (no engine model)"
     print(f"machine: {platform.processor() or platform.machine()}, {os.cpu_count()} cores, Python "
           f"{platform.python_version()}; pricing: {engine_note}; {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}")
+    spec = serve = None
     if not args.serve_only:
         spec_rows = load_rows(SPEC_TABLE)
         spec = run_spec(spec_rows)
         run_break_even(spec_rows, spec["alphas"])
     if not args.spec_only:
         print()
-        run_serve(load_rows(SERVE_TABLE))
+        serve = run_serve(load_rows(SERVE_TABLE))
+    if args.json:
+        Path(args.json).write_text(json.dumps(get_summary(spec, serve), indent=2) + "\n")
     return 0
 
 

@@ -180,3 +180,16 @@ def test_an_engine_the_model_does_not_know_is_priced_ideal_and_marked(bench, mon
     monkeypatch.setattr(bench, "build_scenario", fake_build)
     scenario, used = bench._build({"engine": "vllm-v0", "hardware": "h100", "model": "llama-3.1-8b"})
     assert scenario == "ideal scenario" and used == {} and calls == ["vllm-v0", None]
+
+
+def test_summary_reports_fitted_and_held_out_apart(bench):
+    spec = {"results": [{"error": 0.0, "fitted": True}, {"error": 0.1, "fitted": False},
+                        {"error": -0.3, "fitted": False}], "skipped": [("row", "tree drafting")]}
+    serve = [{"error": -0.2, "kind": "tpot"}, {"error": 0.4, "kind": "tpot"}, {"error": 0.1, "kind": "throughput"}]
+    summary = bench.get_summary(spec, serve)
+    held = summary["speculation_speedup_error_x"]["held_out"]
+    assert held["rows"] == 2 and held["median"] == pytest.approx(0.2)  # |0.1| and |-0.3|
+    assert summary["speculation_speedup_error_x"]["fitted"]["rows"] == 1
+    assert summary["speculation_speedup_error_x"]["not_yet_priceable_rows"] == 1
+    assert summary["serving_relative_error"]["tpot"]["median"] == pytest.approx(0.3)
+    assert summary["serving_relative_error"]["ttft"] == {"rows": 0, "median": None, "p90": None}
