@@ -170,6 +170,8 @@ def get_step_cost(
         logits_for_all_tokens, tensor_parallel, quant_group_size, sampling,
     )
     timing = (timing or DatasheetTiming.expected(hw)).for_step(ops)  # a measured model reads the cache working set
+    if hasattr(timing, "for_model"):  # a profile with this model's own terms (`calibrate --model`)
+        timing = timing.for_model(model)
     sol = DatasheetTiming.speed_of_light(hw)
     link_fraction = hw.efficiency.interconnect_fraction
     tokens = np.asarray(batch, dtype=float) * np.asarray(new_tokens, dtype=float)

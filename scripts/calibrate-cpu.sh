@@ -9,7 +9,7 @@
 #                                              # serving loop + 2 x ~4 min validate (2-core CPU)
 #
 # The loops run right after the calibration; each validation states how far the machine's speed was from the
-# profile's while it ran (rooflinesim.calibrate.anchor).
+# profile's while it ran (rooflinesim.calibrate.measure.anchor).
 #
 # Writes calibrate/<device-slug>{,-quick}.yaml, their -validation.{json,png}, <device-slug>-acceptance-loop.{json,png},
 # <device-slug>-serve-validation.{json,png} and the logs in calibrate/logs/<device-slug>-*.log.
@@ -19,7 +19,7 @@ export PYTHONPATH="$PWD" PYTHONUNBUFFERED=1
 BUDGET=${BUDGET:-360}
 LOGS=calibrate/logs
 mkdir -p "$LOGS"
-NAME=$(python3 -c "from rooflinesim.calibrate.timers import select_device; print(select_device('cpu').slug)")
+NAME=$(python3 -c "from rooflinesim.calibrate.measure.timers import select_device; print(select_device('cpu').slug)")
 LOG="$LOGS/$NAME"
 echo "device $NAME, load: $(cut -d' ' -f1-3 /proc/loadavg), cpu pressure: $(head -1 /proc/pressure/cpu 2>/dev/null)"
 /usr/bin/time -f "quick calibrate wall %e s" python3 -m rooflinesim.cli calibrate --quick --no-progress \

@@ -22,7 +22,7 @@ assert torch.cuda.is_available(), "no CUDA device visible to torch"
 print("torch", torch.__version__, "on", torch.cuda.get_device_name(0))
 PY
 nvidia-smi --query-gpu=name,clocks.sm,clocks.mem,temperature.gpu --format=csv || true
-NAME=$(python3 -c "from rooflinesim.calibrate.timers import select_device; print(select_device('cuda').slug)")
+NAME=$(python3 -c "from rooflinesim.calibrate.measure.timers import select_device; print(select_device('cuda').slug)")
 set -o pipefail
 python3 -m rooflinesim.cli calibrate --device cuda --dtype bf16 --quick --no-progress --out "$OUT/$NAME.yaml" \
     2>&1 | tee "$OUT/calibrate.log"

@@ -20,5 +20,6 @@ then
 fi
 # tests/test_packaging.py builds a wheel offline (--no-build-isolation), so the build backend of pyproject.toml must be
 # installed too: a venv on Python >= 3.12 starts without setuptools
-"$PYTHON" -m pip install --quiet -e ".[dev]" "setuptools>=68" wheel
+# the hf extra (transformers) is the Hugging Face hold-out of `validate --family hf`; its tests skip without it
+"$PYTHON" -m pip install --quiet -e ".[dev,hf]" "setuptools>=68" wheel
 echo "setup-dev: $("$PYTHON" -c 'import torch, rooflinesim; print("torch", torch.__version__, "| rooflinesim", rooflinesim.__version__)')"

@@ -13,15 +13,15 @@ pytest.importorskip("safetensors")
 
 from scipy import stats  # noqa: E402
 
-from rooflinesim.calibrate.acceptance_models import (
+from rooflinesim.calibrate.reference.acceptance_models import (
     VOCAB, corpus, hf_config, train_checkpoint, trained_pair, write_prompts,
 )
 from rooflinesim.acceptance.sources import load_acceptance  # noqa: E402
-from rooflinesim.calibrate.acceptance_measure import MeasureSettings, load_pair, measure_acceptance, speculative_decode
-from rooflinesim.calibrate.hf_checkpoint import (
+from rooflinesim.calibrate.measure.acceptance_measure import MeasureSettings, load_pair, measure_acceptance, speculative_decode
+from rooflinesim.calibrate.reference.hf_checkpoint import (
     _hf_to_interleaved, load_hf_decoder, rope_inverse_frequencies, set_rope_tables,
 )
-from rooflinesim.calibrate.model import apply_rope  # noqa: E402
+from rooflinesim.calibrate.reference.model import apply_rope  # noqa: E402
 from rooflinesim.cli import main  # noqa: E402
 from rooflinesim.errors import InputError  # noqa: E402
 
@@ -158,7 +158,7 @@ def test_bad_checkpoints_and_prompts_are_one_line_errors(pair, tmp_path):
 
 @pytest.mark.parametrize("temperature", [0.0, 1.0])
 def test_batched_loop_commits_k_plus_1_when_the_draft_is_the_target(pair, temperature):
-    from rooflinesim.calibrate.acceptance_validate import batched_loops
+    from rooflinesim.calibrate.validators.acceptance_validate import batched_loops
 
     target, _, _ = pair
     settings = MeasureSettings(k=3, temperature=temperature)
@@ -171,7 +171,7 @@ def test_batched_loop_commits_k_plus_1_when_the_draft_is_the_target(pair, temper
 
 def test_batched_loop_realises_the_measured_acceptance(pair):
     """The batched loop (per-sequence rule and rollback) commits what `measure` predicts, within sampling noise."""
-    from rooflinesim.calibrate.acceptance_validate import batched_loops
+    from rooflinesim.calibrate.validators.acceptance_validate import batched_loops
 
     target, draft, prompts = pair
     settings = MeasureSettings(k=3, temperature=1.0, new_tokens=64, seed=1)
@@ -194,7 +194,7 @@ def test_acceptance_validate_refuses_a_bad_profile(tmp_path):
 def test_interleaved_loops_time_every_batch_in_turn(pair):
     """Several batches share one pair (their own caches); each gets its timed steps and the anchor is timed at the
     start and the end; a draft equal to its target commits k + 1 tokens per iteration in every batch."""
-    from rooflinesim.calibrate.acceptance_validate import ROUND_STEPS, interleaved_loops
+    from rooflinesim.calibrate.validators.acceptance_validate import ROUND_STEPS, interleaved_loops
 
     class FakeAnchor:
         calls = 0
@@ -225,8 +225,8 @@ def test_acceptance_validate_refuses_bad_loop_options(tmp_path):
 
 def test_central_mean_by_hand():
     """The central 80 % of 10 samples: the lowest and highest cut, the rest averaged; a stall does not move it."""
-    from rooflinesim.calibrate.acceptance_validate import central_mean_s
-    from rooflinesim.calibrate.measurements import Timing
+    from rooflinesim.calibrate.validators.acceptance_validate import central_mean_s
+    from rooflinesim.calibrate.fitting.measurements import Timing
 
     assert central_mean_s(Timing((1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 7.0, 8.0, 9.0, 100.0))) == pytest.approx(5.5)
     # a two-state mixture: the median jumps between states with the mixture, the central mean moves with it

@@ -21,7 +21,7 @@ def test_provenance_takes_anchors_and_rejects_bad_ones():
 
 def test_compare_anchor_by_hand():
     torch = pytest.importorskip("torch")  # noqa: F841  (anchor.py builds torch models)
-    from rooflinesim.calibrate.anchor import compare_anchor, describe_anchor
+    from rooflinesim.calibrate.measure.anchor import compare_anchor, describe_anchor
 
     profile = {"gemm": 2.0e-3, "forward": 5.0e-4}
     same = compare_anchor(profile, [{"gemm": 2.1e-3, "forward": 4.8e-4}, {"gemm": 1.9e-3, "forward": 5.2e-4}])
@@ -44,8 +44,8 @@ def test_compare_anchor_by_hand():
 
 def test_anchor_times_its_three_calls():
     torch = pytest.importorskip("torch")
-    from rooflinesim.calibrate.anchor import Anchor
-    from rooflinesim.calibrate.timers import select_device
+    from rooflinesim.calibrate.measure.anchor import Anchor
+    from rooflinesim.calibrate.measure.timers import select_device
 
     threads = torch.get_num_threads()
     try:

@@ -1,4 +1,4 @@
-"""The CUDA branch of calibrate without a GPU: the timer and device queries go through `calibrate.backends`, and a
+"""The CUDA branch of calibrate without a GPU: the timer and device queries go through `calibrate.measure.backends`, and a
 fake CUDA module / backend records what they ask of it (events, synchronize, the L2 flush, memory, SDPA kernels)."""
 
 from __future__ import annotations
@@ -9,9 +9,9 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from rooflinesim.calibrate import bench  # noqa: E402
-from rooflinesim.calibrate.backends import CpuBackend, CudaBackend, DeviceBackend  # noqa: E402
-from rooflinesim.calibrate.timers import Timer, cuda_device  # noqa: E402
+from rooflinesim.calibrate.measure import bench  # noqa: E402
+from rooflinesim.calibrate.measure.backends import CpuBackend, CudaBackend, DeviceBackend  # noqa: E402
+from rooflinesim.calibrate.measure.timers import Timer, cuda_device  # noqa: E402
 from rooflinesim.units import MIB  # noqa: E402
 
 
@@ -105,7 +105,7 @@ def test_cuda_timer_runs_before_between_the_flush_and_the_timed_call():
 def test_cpu_timer_runs_before_untimed_ahead_of_every_call():
     import time
 
-    from rooflinesim.calibrate.timers import select_device
+    from rooflinesim.calibrate.measure.timers import select_device
 
     log = []
     timer = Timer(select_device("cpu"), flush_l2=False)
@@ -149,7 +149,7 @@ def test_cpu_pressure_is_read_from_psi(tmp_path):
 
 
 def test_host_memory_is_kept_through_glibc_mallopt_and_a_missing_glibc_changes_nothing(monkeypatch):
-    from rooflinesim.calibrate import timers
+    from rooflinesim.calibrate.measure import timers
 
     calls = []
 

@@ -1,4 +1,4 @@
-"""The calibration time budget (`calibrate.budget`, torch-free): the planner sizes a run to its budget from probed
+"""The calibration time budget (`calibrate.fitting.budget`, torch-free): the planner sizes a run to its budget from probed
 device speeds, degrades the slowest dtype first and always covers every benchmark family."""
 
 from __future__ import annotations
@@ -9,11 +9,11 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from rooflinesim.calibrate.budget import (
+from rooflinesim.calibrate.fitting.budget import (
     LEVELS, QUICK_BUDGET_S, SAFETY, DeviceSpeed, estimate_key_s, estimate_plan_s, get_level_plan, is_essential,
     plan_for_budget,
 )
-from rooflinesim.calibrate.measurements import (
+from rooflinesim.calibrate.fitting.measurements import (
     AttentionKey, CacheKey, DecoderKey, ElementwiseKey, LinearKey, SamplerKey, WarmLinearKey,
 )
 
@@ -123,8 +123,8 @@ def test_fit_affine_coefficients_pass_the_profile_schema(seed, n):
     at the end of a whole calibration run. Every fitted number must pass AffineFit."""
     import numpy as np
 
-    from rooflinesim.calibrate.fit import fit_affine
-    from rooflinesim.calibrate.fit_profile import _as_affine_fit
+    from rooflinesim.calibrate.fitting.fit import fit_affine
+    from rooflinesim.calibrate.fitting.fit_profile import _as_affine_fit
 
     rng = np.random.default_rng(seed)
     features = {name: rng.uniform(0.0, 1.0, n) * 10.0 ** rng.integers(0, 12) for name in ("kv_bytes", "flops",

@@ -17,11 +17,11 @@ import numpy as np
 import pytest
 import yaml
 
-from rooflinesim.calibrate.fit import fit_affine, fit_roofline
-from rooflinesim.calibrate.profile import (
-    MeasuredTiming, apply_calibration, load_profile, write_profile, write_text_atomic,
-)
-from rooflinesim.calibrate.plan import synthetic_spec
+from rooflinesim.calibrate.fitting.fit import fit_affine, fit_roofline
+from rooflinesim.fileio import write_text_atomic
+from rooflinesim.specs.profiles import apply_calibration, load_profile, write_profile
+from rooflinesim.timing.measured import MeasuredTiming
+from rooflinesim.calibrate.fitting.plan import synthetic_spec
 from rooflinesim.ops.step_ops import get_step_ops
 from rooflinesim.specs.registry import SpecError, load_hardware, load_model
 from rooflinesim.step import get_step_cost
@@ -176,7 +176,7 @@ def test_atomic_write_survives_a_killed_writer(tmp_path):
     write_profile(make_profile(name="old"), target)
     script = f"""
 import os, signal
-import rooflinesim.calibrate.profile as p
+import rooflinesim.fileio as p
 os.fsync = lambda fd: os.kill(os.getpid(), signal.SIGKILL)
 p.write_text_atomic({str(target)!r}, "half: [written" * 1000)
 """
@@ -344,9 +344,9 @@ def test_warm_tables_make_cached_small_linears_grow_with_m_and_never_above_cold(
 
 
 def test_warm_tables_are_fitted_from_the_warm_timings():
-    from rooflinesim.calibrate.fit_profile import _fit_warm_linear
-    from rooflinesim.calibrate.measurements import Results, Timing, WarmLinearKey
-    from rooflinesim.calibrate.plan import WARM_LINEAR_SHAPES, WARM_M_GRID
+    from rooflinesim.calibrate.fitting.fit_profile import _fit_warm_linear
+    from rooflinesim.calibrate.fitting.measurements import Results, Timing, WarmLinearKey
+    from rooflinesim.calibrate.fitting.plan import WARM_LINEAR_SHAPES, WARM_M_GRID
 
     results = Results()
     for k, n in WARM_LINEAR_SHAPES:
@@ -361,9 +361,9 @@ def test_warm_tables_are_fitted_from_the_warm_timings():
 def test_fit_overheads_recovers_scale_and_dispatch_from_synthetic_decoders():
     """Whole-decoder times generated from known parameters (plus 0.2 % noise: the per-step overhead is 2-5 % of a
     tiny decoder's time) are fitted back within 5 %."""
-    from rooflinesim.calibrate.fit_profile import fit_overheads
-    from rooflinesim.calibrate.measurements import DecoderKey, Results, Timing
-    from rooflinesim.calibrate.plan import DECODER_CONTEXT, get_decoder_spec
+    from rooflinesim.calibrate.fitting.fit_profile import fit_overheads
+    from rooflinesim.calibrate.fitting.measurements import DecoderKey, Results, Timing
+    from rooflinesim.calibrate.fitting.plan import DECODER_CONTEXT, get_decoder_spec
 
     profile = make_profile().measured.dtypes["fp32"].model_copy(update={"layer_overhead_s": 0.0,
                                                                         "step_overhead_s": 0.0})
@@ -394,9 +394,9 @@ def test_fit_overheads_separates_the_in_model_layer_cost_from_the_scale(in_model
     dispatch: the fit gives that cost back (within 10 %, or under 10 us when there is none) with the true scale,
     where the scale alone would absorb it (and price a narrow model's layers too fast); with a single mid-size
     decoder the two are one unknown and only the scale is fitted."""
-    from rooflinesim.calibrate.fit_profile import fit_overheads
-    from rooflinesim.calibrate.measurements import DecoderKey, Results, Timing
-    from rooflinesim.calibrate.plan import DECODER_CONTEXT, get_decoder_spec
+    from rooflinesim.calibrate.fitting.fit_profile import fit_overheads
+    from rooflinesim.calibrate.fitting.measurements import DecoderKey, Results, Timing
+    from rooflinesim.calibrate.fitting.plan import DECODER_CONTEXT, get_decoder_spec
 
     profile = make_profile().measured.dtypes["fp32"]
     timing = MeasuredTiming.from_spec(make_profile())
@@ -452,9 +452,9 @@ def test_fit_overheads_leaves_out_decoders_the_cache_curve_prices_warm():
     """block-384's weights (25 MB in fp32) sit on the steep part of a cache-reuse curve that drops between 16 and
     64 MB: its time measures that curve's error, not the in-model scale, so it is left out while two cold mid-size
     decoders remain; with no cold one it stays in (nothing else pins the scale)."""
-    from rooflinesim.calibrate.fit_profile import fit_overheads
-    from rooflinesim.calibrate.measurements import DecoderKey, Results, Timing
-    from rooflinesim.calibrate.plan import DECODER_CONTEXT, get_decoder_spec
+    from rooflinesim.calibrate.fitting.fit_profile import fit_overheads
+    from rooflinesim.calibrate.fitting.measurements import DecoderKey, Results, Timing
+    from rooflinesim.calibrate.fitting.plan import DECODER_CONTEXT, get_decoder_spec
 
     mib = 2**20
     hw = _with_cache(make_profile(), (16 * mib, 64 * mib, 1024 * mib), (2.0, 1.0, 1.0))
@@ -495,7 +495,7 @@ def test_fit_overheads_leaves_out_decoders_the_cache_curve_prices_warm():
 
 def test_combined_report_leads_with_bf16_and_keeps_every_dtype():
     pytest.importorskip("torch")
-    from rooflinesim.calibrate.validate import combine_reports
+    from rooflinesim.calibrate.validators.validate import combine_reports
 
     reports = [{"dtype": "fp32", "configs": [1]}, {"dtype": "bf16", "configs": [2]}]
     combined = combine_reports(reports)
@@ -512,7 +512,7 @@ def test_apply_calibration_warns_on_another_device(tmp_path):
 
 
 def test_import_profile_does_not_import_torch():
-    code = ("import sys, rooflinesim.calibrate.profile, rooflinesim.calibrate.fit, rooflinesim.pricing.predict; "
+    code = ("import sys, rooflinesim.specs.profiles, rooflinesim.calibrate.fitting.fit, rooflinesim.pricing.predict; "
             "print('torch' in sys.modules)")
     out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "False"
@@ -546,8 +546,8 @@ def test_fitting_imports_and_fits_without_torch():
     from synthetic timings with torch blocked."""
     code = f"""
 import types
-from rooflinesim.calibrate import fit, fit_profile, measurements, plan, profile
-from rooflinesim.calibrate.measurements import AttentionKey, CacheKey, ElementwiseKey, LinearKey, Results, Timing
+from rooflinesim.calibrate.fitting import fit, fit_profile, measurements, plan
+from rooflinesim.calibrate.fitting.measurements import AttentionKey, CacheKey, ElementwiseKey, LinearKey, Results, Timing
 p = plan.Plan.make(True, ("fp32",), types.SimpleNamespace(is_cuda=False))
 results = Results()
 for k, n in p.linear_shapes:
@@ -656,7 +656,7 @@ def test_cli_corrupted_calibration_is_one_line_exit_2(tmp_path):
 
 
 def test_calibration_shapes_exclude_the_hold_out_models():
-    from rooflinesim.calibrate.plan import LINEAR_SHAPES, QUICK_LINEAR_SHAPES, check_hold_out
+    from rooflinesim.calibrate.fitting.plan import LINEAR_SHAPES, QUICK_LINEAR_SHAPES, check_hold_out
 
     check_hold_out(LINEAR_SHAPES)
     check_hold_out(QUICK_LINEAR_SHAPES)
@@ -679,8 +679,8 @@ def test_cuda_request_without_cuda_is_one_line_exit_2():
 def test_decoder_kv_cache_rollback_matches_a_fresh_run():
     """The validation decoder: writing rejected tokens and moving the length back equals never writing them."""
     torch = pytest.importorskip("torch")
-    from rooflinesim.calibrate.model import build_decoder
-    from rooflinesim.calibrate.plan import synthetic_spec
+    from rooflinesim.calibrate.reference.model import build_decoder
+    from rooflinesim.calibrate.fitting.plan import synthetic_spec
 
     spec = synthetic_spec("t", 64, 4, 2, 128, layers=2, vocab=100)
     model = build_decoder(spec, torch.float32)
@@ -701,10 +701,10 @@ def test_decoder_kv_cache_rollback_matches_a_fresh_run():
 def test_calibration_builds_each_decoder_once_and_times_every_token_configuration():
     """The decoder jobs share one built decoder per name (`BenchContext.decoder`), each timing its own batch."""
     pytest.importorskip("torch")
-    from rooflinesim.calibrate.benchmarks import BenchContext
-    from rooflinesim.calibrate.benchmarks.decoder import decoder_jobs
-    from rooflinesim.calibrate.plan import Plan
-    from rooflinesim.calibrate.timers import Timer, select_device
+    from rooflinesim.calibrate.measure.benchmarks import BenchContext
+    from rooflinesim.calibrate.measure.benchmarks.decoder import decoder_jobs
+    from rooflinesim.calibrate.fitting.plan import Plan
+    from rooflinesim.calibrate.measure.timers import Timer, select_device
 
     from dataclasses import replace
 

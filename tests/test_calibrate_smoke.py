@@ -14,11 +14,11 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from rooflinesim.calibrate.bench import run_calibration  # noqa: E402
-from rooflinesim.calibrate.plan import Plan  # noqa: E402
-from rooflinesim.calibrate.profile import load_profile, write_profile  # noqa: E402
-from rooflinesim.calibrate.timers import select_device  # noqa: E402
-from rooflinesim.calibrate.validate import plot_report, run_validation, write_report  # noqa: E402
+from rooflinesim.calibrate.measure.bench import run_calibration  # noqa: E402
+from rooflinesim.calibrate.fitting.plan import Plan  # noqa: E402
+from rooflinesim.specs.profiles import load_profile, write_profile  # noqa: E402
+from rooflinesim.calibrate.measure.timers import select_device  # noqa: E402
+from rooflinesim.calibrate.validators.validate import plot_report, run_validation, write_report  # noqa: E402
 from rooflinesim.specs.validation_report import load_validation_report  # noqa: E402
 
 

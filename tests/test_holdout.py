@@ -1,4 +1,4 @@
-"""validate's randomised hold-out family (`calibrate.holdout`, torch-free) and the report's interval coverage."""
+"""validate's randomised hold-out family (`calibrate.fitting.holdout`, torch-free) and the report's interval coverage."""
 
 from __future__ import annotations
 
@@ -6,8 +6,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from rooflinesim.calibrate.holdout import make_hold_out_family
-from rooflinesim.calibrate.plan import check_hold_out, get_calibrated_shapes, get_linear_weight_shapes
+from rooflinesim.calibrate.fitting.holdout import make_hold_out_family
+from rooflinesim.calibrate.fitting.plan import check_hold_out, get_calibrated_shapes, get_linear_weight_shapes
 
 
 @settings(max_examples=25, deadline=None)
@@ -36,14 +36,14 @@ def test_the_family_is_seeded():
 
 
 def test_check_hold_out_fails_on_a_calibrated_shape():
-    from rooflinesim.calibrate.plan import synthetic_spec
+    from rooflinesim.calibrate.fitting.plan import synthetic_spec
 
     with pytest.raises(AssertionError, match="hold-out shapes"):
         check_hold_out(models=[synthetic_spec("clash", 384, 6, 2, 1024, vocab=32000)])
 
 
 def test_coverage_counts_measurements_inside_their_interval():
-    from rooflinesim.calibrate.validate_summary import coverage
+    from rooflinesim.calibrate.validators.validate_summary import coverage
 
     rows = [{"measured_s": m, "predicted_low_s": 1.0, "predicted_high_s": 2.0} for m in (0.5, 1.0, 1.5, 2.0, 3.0)]
     spec = [{"measured_speedup": 1.5, "predicted_speedup_low": 1.2, "predicted_speedup_high": 1.4}]

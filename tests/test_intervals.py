@@ -12,7 +12,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from rooflinesim.calibrate.merge import merge_profiles
+from rooflinesim.calibrate.fitting.merge import merge_profiles
 from rooflinesim.pricing.predict import predict
 from rooflinesim.specs.profiles import get_host_cpu_model, get_host_notice, write_profile
 from rooflinesim.scenario.builder import build_scenario

@@ -2,6 +2,8 @@
 its left in README's data-flow order, and no import cycle exists anywhere."""
 
 import ast
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -23,12 +25,12 @@ def _module_name(path: Path) -> str:
     return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
 
 
-def _imports(path: Path) -> set[str]:
+def _imports(path: Path, source: str | None = None) -> set[str]:
     """Every module this file imports, at any depth of the file (lazy imports inside functions included)."""
     name = _module_name(path)
     package = name if path.name == "__init__.py" else name.rsplit(".", 1)[0]
     found = set()
-    for node in ast.walk(ast.parse(path.read_text())):
+    for node in ast.walk(ast.parse(path.read_text() if source is None else source)):
         if isinstance(node, ast.Import):
             found.update(alias.name for alias in node.names)
         elif isinstance(node, ast.ImportFrom):
@@ -117,6 +119,55 @@ def test_the_checker_sees_lazy_and_relative_imports(tmp_path):
     source = PACKAGE / "scenario" / "builder.py"
     assert "rooflinesim.specs.profiles" in _imports(source)  # imported inside build_scenario
     assert "rooflinesim.step" in _imports(source)
+
+
+#: calibrate's subpackages, in import order (`rooflinesim/calibrate/__init__.py`): each imports only itself and those
+#: to its left; `fitting` is the torch-free part
+CALIBRATE_LAYERS = ["fitting", "reference", "measure", "validators", "external"]
+
+
+def _runtime_imports(path: Path) -> set[str]:
+    """The file's imports without those under `if TYPE_CHECKING:` (annotations only, never executed)."""
+    tree = ast.parse(path.read_text())
+    for node in ast.walk(tree):
+        if isinstance(node, ast.If) and getattr(node.test, "id", getattr(node.test, "attr", None)) == "TYPE_CHECKING":
+            node.body = [ast.Pass()]
+    return _imports(path, ast.unparse(tree))
+
+
+def test_every_calibrate_module_sits_in_a_subpackage():
+    for path in (PACKAGE / "calibrate").rglob("*.py"):
+        parts = path.relative_to(PACKAGE / "calibrate").parts
+        assert len(parts) == 1 and parts[0] == "__init__.py" or parts[0] in CALIBRATE_LAYERS, \
+            f"{path.relative_to(PACKAGE)} is in no subpackage of CALIBRATE_LAYERS"
+
+
+def test_calibrate_subpackages_import_one_way():
+    wrong = []
+    for path in sorted((PACKAGE / "calibrate").rglob("*.py")):
+        sub = path.relative_to(PACKAGE / "calibrate").parts[0]
+        if sub not in CALIBRATE_LAYERS:
+            continue
+        for target in _runtime_imports(path):
+            parts = target.split(".")
+            if parts[:2] == ["rooflinesim", "calibrate"] and len(parts) > 2 and \
+                    CALIBRATE_LAYERS.index(parts[2]) > CALIBRATE_LAYERS.index(sub):
+                wrong.append(f"{_module_name(path)} ({sub}) imports {target}, a subpackage to its right")
+            if sub == "fitting" and parts[0] in HEAVY:
+                wrong.append(f"{_module_name(path)} imports {target}: calibrate.fitting is the torch-free part")
+    assert not wrong, "\n".join(wrong)
+
+
+def test_calibrate_fitting_imports_without_torch():
+    """Importing every module of calibrate.fitting (planning, budget, fitting, merging, hold-out family) and the
+    torch-free report module pulls in neither torch nor matplotlib."""
+    modules = sorted(_module_name(p) for p in (PACKAGE / "calibrate" / "fitting").glob("*.py"))
+    modules.append("rooflinesim.calibrate.validators.validate_summary")
+    assert "rooflinesim.calibrate.fitting.merge" in modules and "rooflinesim.calibrate.fitting.plan" in modules
+    code = (f"import importlib, sys\nfor m in {modules!r}: importlib.import_module(m)\n"
+            "print(sorted(m for m in ('torch', 'matplotlib') if m in sys.modules))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]"
 
 
 def test_units_is_the_only_home_of_unit_constants():

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from rooflinesim.calibrate.profile import load_profile
+from rooflinesim.specs.profiles import load_profile
 from rooflinesim.specs.registry import (
     SpecError, load_any_spec, load_hardware, load_model, load_spec_file, model_from_hf_config,
 )

@@ -85,7 +85,7 @@ torch = pytest.importorskip("torch")
 def test_exact_rule_commits_tokens_distributed_as_the_target():
     """Monte Carlo (seed 0, 200,000 sequences, vocab 4, k = 2): the first committed token after the rule is
     distributed as the target's p at that position, whatever the draft's q; tolerance 5 sigma of a multinomial."""
-    from rooflinesim.calibrate.sampling import exact_rule, sample
+    from rooflinesim.calibrate.reference.sampling import exact_rule, sample
 
     g = torch.Generator().manual_seed(0)
     n_seq, vocab, k = 200_000, 4, 2
@@ -105,7 +105,7 @@ def test_exact_rule_commits_tokens_distributed_as_the_target():
 
 def test_a_wrong_rule_is_caught():
     """Accepting every draft (a rule that ignores p) commits q's distribution: the same check must fail."""
-    from rooflinesim.calibrate.sampling import sample
+    from rooflinesim.calibrate.reference.sampling import sample
 
     g = torch.Generator().manual_seed(0)
     q = torch.tensor([0.4, 0.3, 0.2, 0.1], dtype=torch.float64)
@@ -118,7 +118,7 @@ def test_a_wrong_rule_is_caught():
 def test_sample_and_advance_keeps_the_books():
     """After a forward of `fed` tokens from positions `start`: the next feed is the drawn token, at start + fed, and
     the attention span is the furthest sequence's end."""
-    from rooflinesim.calibrate.sampling import sample_and_advance
+    from rooflinesim.calibrate.reference.sampling import sample_and_advance
 
     g = torch.Generator().manual_seed(0)
     logits = torch.full((2, 2, 5), -1e9)
@@ -131,7 +131,7 @@ def test_sample_and_advance_keeps_the_books():
 def test_commit_rolls_back_by_position():
     """Sequence 0 accepts both drafts (p = q one-hot on them), sequence 1 none (p puts no mass on its draft): the
     next draft feed re-reads the last accepted token (or the previous last) and the next token, from cur + n."""
-    from rooflinesim.calibrate.sampling import commit, verify_input
+    from rooflinesim.calibrate.reference.sampling import commit, verify_input
 
     g = torch.Generator().manual_seed(0)
     vocab, k = 6, 2
@@ -152,9 +152,9 @@ def test_commit_rolls_back_by_position():
 def _quick_bench_context():
     """The fp32 benchmark context of a --quick plan on this CPU (skips without torch)."""
     pytest.importorskip("torch")
-    from rooflinesim.calibrate.benchmarks.base import BenchContext
-    from rooflinesim.calibrate.budget import get_level_plan
-    from rooflinesim.calibrate.timers import Timer, select_device
+    from rooflinesim.calibrate.measure.benchmarks.base import BenchContext
+    from rooflinesim.calibrate.fitting.budget import get_level_plan
+    from rooflinesim.calibrate.measure.timers import Timer, select_device
 
     device = select_device("cpu")
     return BenchContext(device, "fp32", get_level_plan("quick", ("fp32",), device), Timer(device, flush_l2=False))
@@ -162,7 +162,7 @@ def _quick_bench_context():
 def test_the_sampler_benchmark_times_each_call_right_after_a_forward_step():
     """The loops run the sampler and the rule after a forward pass, never back to back: the benchmark runs an
     untimed decode step of a tiny decoder ahead of every timed call (`Timer.time(before=...)`)."""
-    from rooflinesim.calibrate.benchmarks.sampler import IN_CONTEXT_MODEL, sampler_jobs
+    from rooflinesim.calibrate.measure.benchmarks.sampler import IN_CONTEXT_MODEL, sampler_jobs
 
     ctx = _quick_bench_context()
     forwards = []
@@ -180,8 +180,8 @@ def test_the_sampler_benchmark_times_every_position_after_a_verify(monkeypatch):
     """At one position 'sample' is the draw and the books after a decode or draft step; at several (a verify) it is
     the probabilities of every position, which the exact rule reads."""
     ctx = _quick_bench_context()
-    from rooflinesim.calibrate import sampling
-    from rooflinesim.calibrate.benchmarks.sampler import sampler_jobs
+    from rooflinesim.calibrate.reference import sampling
+    from rooflinesim.calibrate.measure.benchmarks.sampler import sampler_jobs
 
     seen = []
     advance, probabilities = sampling.sample_and_advance, sampling.probabilities

@@ -175,7 +175,7 @@ def test_break_even_has_one_definition():
     assert list(get_break_even_batch(batch, np.array([[True], [True], [True], [True]]))) == [-1]  # pays everywhere
     assert list(get_break_even_batch(batch, np.array([[False], [False], [False], [False]]))) == [1]
     pytest.importorskip("torch")
-    from rooflinesim.calibrate.validate import _break_even
+    from rooflinesim.calibrate.validators.validate import _break_even
 
     assert _break_even([1, 2, 4, 8], [1.2, 0.9, 1.1, 0.8]) == 8
     assert _break_even([1, 2, 4, 8], [1.2, 1.1, 1.1, 1.05]) is None

@@ -1,4 +1,4 @@
-"""The measured serving loop (`calibrate/serve_loop.py`) and `rooflinesim validate --serve` on tiny random models.
+"""The measured serving loop (`calibrate/reference/serve_loop.py`) and `rooflinesim validate --serve` on tiny random models.
 
 Functional checks only (never a timing bound: this runs on a noisy 2-core machine): every request completes with
 exactly its output length, TTFT <= end-to-end latency, the scheduler's limits hold, a draft that is the target has
@@ -15,8 +15,8 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from rooflinesim.calibrate.model import build_decoder  # noqa: E402
-from rooflinesim.calibrate.serve_loop import LoopConfig, make_prompts, run_serving_loop  # noqa: E402
+from rooflinesim.calibrate.reference.model import build_decoder  # noqa: E402
+from rooflinesim.calibrate.reference.serve_loop import LoopConfig, make_prompts, run_serving_loop  # noqa: E402
 from rooflinesim.cli import main  # noqa: E402
 from rooflinesim.specs.registry import load_model  # noqa: E402
 from rooflinesim.serve import LengthDistribution, generate_requests  # noqa: E402
@@ -114,8 +114,8 @@ def test_loop_refuses_speculation_without_a_draft(models):
 
 
 def test_serve_validation_report_and_chart(tmp_path):
-    from rooflinesim.calibrate.serve_validate import ServeValidationSettings, run_serve_validation
-    from rooflinesim.calibrate.timers import select_device
+    from rooflinesim.calibrate.validators.serve_validate import ServeValidationSettings, run_serve_validation
+    from rooflinesim.calibrate.measure.timers import select_device
     from rooflinesim.plots import load_serve_validation_report, plot_serve_validation
 
     settings = ServeValidationSettings(rate_per_s=100.0, requests=8, prompt_tokens="uniform:4:24",
@@ -171,7 +171,7 @@ def test_serve_validation_report_and_chart(tmp_path):
 
 
 def test_offered_rate_is_the_load_times_offs_simulated_capacity():
-    from rooflinesim.calibrate.serve_validate import ServeValidationSettings, get_offered_rate_per_s
+    from rooflinesim.calibrate.validators.serve_validate import ServeValidationSettings, get_offered_rate_per_s
     from rooflinesim.specs.profiles import load_profile
 
     profile, target = load_profile(PROFILE), load_model("tiny-llama-123m")

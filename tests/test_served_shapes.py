@@ -12,15 +12,15 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from rooflinesim.calibrate.budget import (
+from rooflinesim.calibrate.fitting.budget import (
     LEVELS, DeviceSpeed, estimate_plan_s, get_level_plan, is_essential, plan_for_budget,
 )
-from rooflinesim.calibrate.measurements import LinearKey
-from rooflinesim.calibrate.plan import (
+from rooflinesim.calibrate.fitting.measurements import LinearKey
+from rooflinesim.calibrate.fitting.plan import (
     LINEAR_SHAPES, WeightShape, drop_oversized_served_shapes, get_profile_hold_out_clash, get_served_shapes,
     synthetic_spec,
 )
-from rooflinesim.calibrate.profile import write_profile
+from rooflinesim.specs.profiles import write_profile
 from rooflinesim.specs.registry import load_model
 from rooflinesim.specs.measured import LinearTable
 from rooflinesim.timing.linear_tables import LinearModel
@@ -129,9 +129,9 @@ def test_bad_shapes_of_is_refused_before_measuring(argv, message, tmp_path):
 
 def test_a_calibration_with_shapes_of_times_them_and_prices_them_from_their_tables():
     torch = pytest.importorskip("torch")
-    from rooflinesim.calibrate.bench import run_calibration
-    from rooflinesim.calibrate.plan import Plan
-    from rooflinesim.calibrate.timers import select_device
+    from rooflinesim.calibrate.measure.bench import run_calibration
+    from rooflinesim.calibrate.fitting.plan import Plan
+    from rooflinesim.calibrate.measure.timers import select_device
     from rooflinesim.timing.measured import MeasuredTiming
 
     threads = torch.get_num_threads()

@@ -107,7 +107,7 @@ def test_schema_imports_without_torch_or_matplotlib():
 
 def test_write_report_writes_only_valid_json_atomically(tmp_path):
     pytest.importorskip("torch")
-    from rooflinesim.calibrate.validate import write_report
+    from rooflinesim.calibrate.validators.validate import write_report
 
     data = _combined()
     path = write_report(data, tmp_path, "dev-validation")

@@ -81,7 +81,14 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--calibration", help="measured profile YAML to apply to --hw (roofline: also draws its ceilings)")
     p.add_argument("--model", default="llama-3.1-8b", help="model name, YAML path or HF config.json (default llama-3.1-8b)")
     p.add_argument("--draft", default=None, help="draft model (speedup, k; default llama-3.2-1b)")
-    p.add_argument("--drafter", default="model", choices=["model", "ngram", "head", "eagle", "medusa", "mtp"], help="drafter kind (speedup, k)")
+    p.add_argument("--drafter", default="model", choices=["model", "ngram", "head", "eagle", "eagle3", "medusa", "mtp",
+                                                          "self"], help="drafter kind (speedup, k, serve)")
+    p.add_argument("--tree", default=None, help="draft tree: steps,topk,num_draft_tokens or JSON paths (speedup, k, "
+                                                "serve); k then counts tree tokens")
+    p.add_argument("--draft-kv-budget", default=None, help="--drafter self: KV tokens a draft step reads")
+    p.add_argument("--draft-layer-fraction", default=None, type=float, help="--drafter self: share of the layers")
+    p.add_argument("--concurrency", default=None, help="serve: closed-loop clients instead of --rate, 1..64")
+    p.add_argument("--baseline", default="off", help="serve: the policy crossovers are drawn against (default off)")
     add_deployment_arguments(p)
     p.add_argument("--alpha", default=None, help="acceptance rate(s): speedup takes one (default 0.8), "
                                                  "k several (default 0.6,0.7,0.8,0.9)")
@@ -125,6 +132,15 @@ def build_parser() -> argparse.ArgumentParser:
                         "profile prices them from their own tables; it is then no hold-out for them")
     p.add_argument("--merge", nargs="+", default=None, metavar="PROFILE",
                    help="combine profiles of the same device into --out (no measuring; narrows the intervals)")
+    p.add_argument("--model", default=None, metavar="PATH_OR_NAME",
+                   help="instead: time this model (config.json, a local Hugging Face checkpoint folder or a model "
+                        "name) at a few points and fit its own terms on top of --profile (validate --family model "
+                        "checks them)")
+    p.add_argument("--impl", default=None, choices=("hf", "reference"),
+                   help="--model: run it in transformers (default for a config with rooflinesim[hf]) or in the "
+                        "project's reference decoder")
+    p.add_argument("--profile", default=None, help="--model: the device profile to extend (default "
+                                                   "calibrate/<device-name>.yaml; written in place unless --out)")
     p.add_argument("--out", default=None, help="profile path (default calibrate/<device-name>.yaml)")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
@@ -142,6 +158,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--no-plot", action="store_true", help="skip the PNG")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
+    p.add_argument("--family", default=None, metavar="hf,gptfast,project",
+                   help="instead: decode steps of hold-out implementations written outside the project (hf: "
+                        "Hugging Face transformers models, needs rooflinesim[hf]; gptfast: a gpt-fast-style decoder) "
+                        "beside the project's own family (project); median/p90 error and interval coverage each")
     p.add_argument("--serve", action="store_true", help="instead: a measured continuous-batching loop (Poisson "
                    "arrivals, off and fixed:K) against 'rooflinesim serve' on the same requests (~2-3 min on 2 cores)")
     p.add_argument("--load", type=float, default=None, help="--serve: offered load as a share of off's simulated "

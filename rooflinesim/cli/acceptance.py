@@ -1,7 +1,7 @@
 """The `rooflinesim acceptance ...` commands and `rooflinesim list acceptance`: argument parsing and printing only.
 
 `from-logs` reads an engine's log or metrics (`acceptance.engines`); `measure` runs two local checkpoints with torch
-(`calibrate.acceptance_measure`, imported only by that command). Both print per-position acceptance with its
+(`calibrate.measure.acceptance_measure`, imported only by that command). Both print per-position acceptance with its
 intervals, E at the measured k and what it implies for other k, or the same as JSON (`--json`), which
 `--acceptance FILE.json` reads back.
 """
@@ -79,7 +79,7 @@ def _cmd_measure(args) -> int:
     if importlib.util.find_spec("torch") is None or importlib.util.find_spec("safetensors") is None:
         raise InputError("acceptance measure needs torch and safetensors: pip install 'rooflinesim[calibrate]' "
                          "(install the CPU build of torch first to avoid the multi-GB CUDA wheel)")
-    from ..calibrate.acceptance_measure import run_measure_command
+    from ..calibrate.measure.acceptance_measure import run_measure_command
 
     print_acceptance(run_measure_command(args), as_json=args.json)
     return 0
@@ -106,9 +106,9 @@ def _cmd_validate(args) -> int:
     if profile.measured.provenance.device_kind != "cpu":
         raise InputError(f"{args.profile} was measured on {profile.measured.provenance.device_name}; this check runs "
                          "on the CPU: give a CPU profile")
-    from ..calibrate.acceptance_validate import DURATION_S, run_acceptance_validation
-    from ..calibrate.anchor import describe_anchor
-    from ..calibrate.timers import select_device
+    from ..calibrate.validators.acceptance_validate import DURATION_S, run_acceptance_validation
+    from ..calibrate.measure.anchor import describe_anchor
+    from ..calibrate.measure.timers import select_device
 
     device = select_device("cpu", args.threads or profile.measured.provenance.threads)
     with tempfile.TemporaryDirectory(prefix="rooflinesim-acceptance-") as work:

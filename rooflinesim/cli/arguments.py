@@ -41,9 +41,15 @@ def add_workload_arguments(p: argparse.ArgumentParser) -> None:
 
 def add_speculation_arguments(p: argparse.ArgumentParser, alpha_list: bool = False) -> None:
     p.add_argument("--draft", default=None, help="draft model name, YAML or config.json (default llama-3.2-1b)")
-    p.add_argument("--drafter", default="model", choices=["model", "ngram", "head", "eagle", "medusa", "mtp"],
-                   help="model: a separate draft model; ngram: model-free (free); eagle, medusa, mtp: self-drafting "
-                        "heads priced from their own ops; head: eagle-style with --head-layer-fraction")
+    p.add_argument("--drafter", default="model", choices=["model", "ngram", "head", "eagle", "eagle3", "medusa", "mtp", "self"],
+                   help="model: a separate draft model; ngram: model-free (free); eagle, eagle3, medusa, mtp: "
+                        "self-drafting heads priced from their own ops (eagle/eagle3: --draft the head's config.json); head: eagle-style with --head-layer-fraction; self: the "
+                        "target drafts for itself (--draft-kv-budget, --draft-layer-fraction)")
+    p.add_argument("--draft-kv-budget", default=None, metavar="TOKENS",
+                   help="--drafter self: KV tokens a draft step reads (StreamingLLM / SnapKV draft cache, as in "
+                        "MagicDec and TriForce): min(context, budget)")
+    p.add_argument("--draft-layer-fraction", default=None, type=float,
+                   help="--drafter self: share of the target's layers a draft step runs (layer skip; default 1)")
     p.add_argument("--head-layer-fraction", type=float, default=1.0,
                    help="cost of one head draft step as a fraction of one target layer (--drafter head)")
     p.add_argument("--extra-draft-pass", action="store_true",
@@ -51,6 +57,10 @@ def add_speculation_arguments(p: argparse.ArgumentParser, alpha_list: bool = Fal
     p.add_argument("--draft-first-step-tokens", type=int, default=1, choices=[1, 2],
                    help="tokens the first draft step reads: 2 when the loop re-reads the last two committed tokens so "
                         "that all-accepted sequences catch up without an extra pass (default 1)")
+    p.add_argument("--tree", default=None, metavar="STEPS,TOPK,TOKENS|PATHS",
+                   help="draft a tree: SGLang's speculative_num_steps,speculative_eagle_topk,"
+                        "speculative_num_draft_tokens (e.g. 6,10,60), or a static tree as a JSON list of paths "
+                        "(Medusa's medusa_choices, e.g. '[[0],[1],[0,0]]'); k then counts tree tokens")
     if alpha_list:
         p.add_argument("--alpha", default=None, help="acceptance rates, e.g. 0.6,0.8 (default 0.6,0.8)")
     else:
@@ -89,7 +99,8 @@ def _gib_to_bytes(value):
 def speculation_options(args) -> dict:
     return dict(draft=args.draft, drafter=args.drafter, head_layer_fraction=args.head_layer_fraction,
                 extra_draft_pass=args.extra_draft_pass, acceptance=args.acceptance, acceptance_k=args.acceptance_k,
-                draft_first_step_tokens=args.draft_first_step_tokens)
+                draft_first_step_tokens=args.draft_first_step_tokens, tree=args.tree,
+                draft_kv_budget=args.draft_kv_budget, draft_layer_fraction=args.draft_layer_fraction)
 
 
 def print_warnings(warnings, console=None) -> None:
@@ -109,8 +120,14 @@ def add_serve_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--alpha-per-position", default=None, help="conditional acceptance per draft position (not --alpha)")
     p.add_argument("--rate", default=None, help="requests per second: 4, 1,2,4 or 1..32 (doublings); a trace "
                                                 "alone replays its own rate")
+    p.add_argument("--concurrency", default=None,
+                   help="closed-loop clients instead of --rate: 8, 1,2,4 or 1..64 (doublings); each client sends its "
+                        "next request when the last one finishes (benchmark_serving --max-concurrency)")
+    p.add_argument("--baseline", default="off", help="the policy crossovers are found against (default off; e.g. "
+                                                     "chain:3 to compare a --tree's fixed:K with a chain)")
     p.add_argument("--policy", default="off,dynamic", help="off, fixed:K, off-above:B:K, schedule:1=4,16=2, "
-                                                           "dynamic[:KMAX], adaptive[:KMAX]; comma-separated")
+                                                           "dynamic[:KMAX], adaptive[:KMAX], chain:K (a chain beside a --tree); "
+                                                           "comma-separated")
     p.add_argument("--requests", type=int, default=1000, help="requests per run (default 1000)")
     p.add_argument("--prompt-tokens", default="1024", help="prompt lengths: 1024, uniform:LO:HI, "
                                                            "lognormal:MEDIAN:SIGMA[:MAX] (default 1024)")

@@ -34,7 +34,7 @@ def _process_age_s() -> float:
 
 
 def cmd_merge(args) -> int:
-    from ..calibrate.merge import merge_profile_files
+    from ..calibrate.fitting.merge import merge_profile_files
 
     if not args.out:
         raise InputError("--merge needs --out PATH for the combined profile")
@@ -57,6 +57,8 @@ def cmd_calibrate(args) -> int:
 
     if args.merge:
         return cmd_merge(args)
+    if getattr(args, "model", None):
+        return cmd_calibrate_model(args)
     if args.budget is not None and not args.budget > 0:
         raise InputError(f"--budget must be a positive number of seconds, got {args.budget}")
     _import_torch_or_fail()
@@ -71,9 +73,9 @@ def cmd_calibrate(args) -> int:
         raise InputError("--shapes-of needs at least one model, e.g. --shapes-of tiny-llama-123m")
     if args.out:  # checked before minutes of measuring, not after
         check_output_path(args.out, "profile (--out)", (".yaml", ".yml"), create_parent=True)
-    from ..calibrate.bench import run_calibration
-    from ..calibrate.profile import write_profile
-    from ..calibrate.timers import select_device
+    from ..calibrate.measure.bench import run_calibration
+    from ..specs.profiles import write_profile
+    from ..calibrate.measure.timers import select_device
 
     device = select_device(args.device, args.threads)
     out = Path(args.out) if args.out else Path("calibrate") / f"{device.slug}.yaml"
@@ -100,6 +102,47 @@ def cmd_calibrate(args) -> int:
     return 0
 
 
+def cmd_calibrate_model(args) -> int:
+    """`calibrate --model PATH_OR_NAME`: the model's own terms on top of a device profile (--profile), written to
+    --out (default: the profile itself)."""
+    from pathlib import Path
+
+    from ..fileio import check_output_path
+    from ..specs.profiles import load_profile
+    from ..units import normalize_dtype
+
+    for name in ("shapes_of", "quick"):
+        if getattr(args, name, None):
+            raise InputError(f"--{name.replace('_', '-')} belongs to a device calibration, not to --model")
+    _import_torch_or_fail()
+    _check_threads(args.threads)
+    from ..calibrate.external.model_terms import print_model_report, run_model_calibration
+    from ..specs.profiles import write_profile
+    from ..calibrate.measure.timers import select_device
+
+    profile_path = args.profile
+    if profile_path is None:
+        profile_path = str(Path("calibrate") / f"{select_device(args.device, args.threads).slug}.yaml")
+    hw = load_profile(profile_path)
+    out = Path(args.out or profile_path)
+    check_output_path(out, "profile (--out)", (".yaml", ".yml"), create_parent=True)
+    asked = [normalize_dtype(d) for d in args.dtype.split(",") if d.strip()]
+    dtypes = [d for d in asked if d in hw.measured.dtypes]
+    if not dtypes:
+        raise InputError(f"{profile_path} measured {', '.join(hw.measured.dtypes)}; --dtype asked for "
+                         f"{', '.join(asked)}")
+    threads = args.threads or hw.measured.provenance.threads
+    device = select_device(args.device, threads if hw.measured.provenance.device_kind == "cpu" else None)
+    if hw.measured.provenance.device_kind != device.kind:
+        raise InputError(f"{profile_path} was measured on a {hw.measured.provenance.device_kind} device, not here")
+    log = (lambda *a: None) if args.no_progress else print
+    fitted, report = run_model_calibration(hw, args.model, device, dtypes, impl=args.impl, seed=args.seed, log=log)
+    print_model_report(report)
+    write_profile(fitted, out)
+    print(f"wrote {out} (model terms of {report['model']}: {', '.join(report['dtypes'])}, {report['implementation']})")
+    return 0
+
+
 #: validate builds its hold-out decoders in host memory; refuse models whose estimate exceeds this share of it.
 VALIDATE_MEMORY_SHARE = 0.5
 
@@ -107,7 +150,7 @@ VALIDATE_MEMORY_SHARE = 0.5
 def _check_validation_fits(model: str, draft: str, dtypes) -> None:
     """Refuse up front, with the estimate, a hold-out pair that would not fit in this machine's memory (weights of
     both models + KV caches for the largest batch x context validate times, in the widest dtype), and a model the
-    Llama-style torch decoder of `calibrate/model.py` cannot build as it is."""
+    Llama-style torch decoder of `calibrate/reference/model.py` cannot build as it is."""
     import os
 
     from ..specs.registry import load_model
@@ -141,8 +184,8 @@ def _check_validation_fits(model: str, draft: str, dtypes) -> None:
 def _check_profile_is_hold_out(profile_path, profile, model: str, draft: str, seed: int) -> None:
     """`validate` measures how a profile's tables transfer to weight shapes it never timed: refuse a profile that
     timed a shape of the models it would validate (`calibrate --shapes-of`), before any measuring."""
-    from ..calibrate.holdout import make_hold_out_family
-    from ..calibrate.plan import get_profile_hold_out_clash
+    from ..calibrate.fitting.holdout import make_hold_out_family
+    from ..calibrate.fitting.plan import get_profile_hold_out_clash
     from ..specs.registry import load_model
 
     clash = get_profile_hold_out_clash(profile, [load_model(model), load_model(draft), *make_hold_out_family(seed)])
@@ -166,8 +209,8 @@ def cmd_validate(args) -> int:
     _import_torch_or_fail()
     _check_threads(args.threads)
     out_dir = check_output_dir(args.out_dir, "--out-dir")  # before any measuring
-    from ..calibrate.timers import select_device
-    from ..calibrate.validate import combine_reports, print_report, run_validation, write_report
+    from ..calibrate.measure.timers import select_device
+    from ..calibrate.validators.validate import combine_reports, print_report, run_validation, write_report
 
     profile_path = args.profile
     if profile_path is None:
@@ -176,6 +219,8 @@ def cmd_validate(args) -> int:
     profile = load_profile(profile_path)
     if args.serve:
         return cmd_validate_serve(args, profile_path, profile, out_dir)
+    if getattr(args, "family", None):
+        return cmd_validate_family(args, profile_path, profile, out_dir)
     for name in ("load", "rate", "requests", "k"):
         if getattr(args, name, None) is not None:
             raise InputError(f"--{name} belongs to 'validate --serve'")
@@ -208,8 +253,8 @@ def cmd_validate_serve(args, profile_path, profile, out_dir) -> int:
     from ..fileio import write_text_atomic
     from ..units import normalize_dtype
 
-    from ..calibrate.serve_validate import ServeValidationSettings, print_serve_report, run_serve_validation
-    from ..calibrate.timers import select_device
+    from ..calibrate.validators.serve_validate import ServeValidationSettings, print_serve_report, run_serve_validation
+    from ..calibrate.measure.timers import select_device
 
     measured_dtypes = list(profile.measured.dtypes)
     dtype = normalize_dtype(args.dtype) if args.dtype else ("fp32" if "fp32" in measured_dtypes else measured_dtypes[0])
@@ -237,4 +282,44 @@ def cmd_validate_serve(args, profile_path, profile, out_dir) -> int:
         save_chart(plot_serve_validation(json_path), json_path.with_suffix(".png"))
         written.append(json_path.with_suffix(".png"))
     print("wrote " + ", ".join(str(p) for p in written))
+    return 0
+
+
+def cmd_validate_family(args, profile_path, profile, out_dir) -> int:
+    """`validate --family hf,gptfast,project`: hold-out implementations written outside the project (JSON report)."""
+    from ..units import normalize_dtype
+
+    from ..calibrate.external.external_validate import (
+        combine_external_reports, parse_families, print_external_report, run_external_validation,
+        write_external_report,
+    )
+    from ..calibrate.measure.timers import select_device
+
+    families = parse_families(args.family)
+    if "hf" in families:
+        from ..calibrate.external.hf_holdout import require_transformers
+
+        require_transformers()
+    from ..calibrate.external.hf_holdout import get_hf_specs
+    from ..calibrate.external.gptfast_model import get_gptfast_specs
+    from ..calibrate.fitting.plan import get_profile_hold_out_clash
+
+    specs = [*(get_hf_specs() if "hf" in families else ()), *(get_gptfast_specs() if "gptfast" in families else ())]
+    clash = get_profile_hold_out_clash(profile, specs)
+    if clash:
+        raise InputError(f"{profile_path} has tables for weight shapes of the hold-out models "
+                         f"({', '.join(f'{k} x {n}' for k, n in clash)}): validate --family needs a profile "
+                         "calibrated without them")
+    dtypes = [normalize_dtype(args.dtype)] if args.dtype else list(profile.measured.dtypes)
+    threads = args.threads or profile.measured.provenance.threads
+    device = select_device(args.device, threads if profile.measured.provenance.device_kind == "cpu" else None)
+    reports = []
+    for dtype in dtypes:
+        report = run_external_validation(profile_path, device, dtype, families, quick=args.quick, seed=args.seed,
+                                         progress=not args.no_progress, model_source=args.model)
+        print_external_report(report)
+        reports.append(report)
+    path = write_external_report(combine_external_reports(reports), out_dir,
+                                 f"{profile.measured.profile_name}-{'-'.join(families)}-validation")
+    print(f"wrote {path}")
     return 0

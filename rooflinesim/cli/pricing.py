@@ -109,8 +109,16 @@ def cmd_serve(args) -> int:
             print(get_config_header(scenario, context), file=sys.stderr)
         print_warnings(scenario.warnings)
         return 0
-    positions = None if scenario.acceptance.per_position is None else len(scenario.acceptance.per_position)
-    policies = [p.name for p in parse_policies(args.policy, positions)]
+    from ..serve.engine import get_policy_k_bound
+
+    policies = [p.name for p in parse_policies(args.policy, get_policy_k_bound(scenario))]
+    from ..serve.rates import parse_concurrencies
+
+    concurrencies = None
+    if args.concurrency is not None:
+        if args.rate is not None:
+            raise InputError("give --rate (open loop) or --concurrency (closed loop), not both")
+        concurrencies = parse_concurrencies(args.concurrency)
     rates = parse_rates(args.rate) if args.rate else [None]
     if rates == [None] and args.trace is None:
         rates = [4.0]
@@ -118,18 +126,25 @@ def cmd_serve(args) -> int:
         if value is not None and not value > 0:
             raise InputError(f"{what} must be a positive number of seconds, got {value}")
     if args.output:
-        if len(rates) != 1 or len(policies) != 1:
-            raise InputError("-o writes one run's per-request log: give one --rate and one --policy")
-        requests = workload.get_requests(rates[0])
-        result = simulate(scenario, requests, policies[0], config)
+        if len(rates) != 1 or len(policies) != 1 or (concurrencies is not None and len(concurrencies) != 1):
+            raise InputError("-o writes one run's per-request log: give one --rate (or --concurrency) and one "
+                             "--policy")
+        requests = workload.get_requests(rates[0] if concurrencies is None else 1.0)
+        result = simulate(scenario, requests, policies[0], config,
+                          concurrency=None if concurrencies is None else concurrencies[0])
         write_text_atomic(args.output, result.get_request_log_jsonl())
         summary = result.get_summary(args.slo_ttft, args.slo_tpot)
-        rows = [{"rate_per_s": rates[0], **summary,
-                 "interval": get_summary_interval(scenario, requests, policies[0], config, summary)}]
+        if concurrencies is None:
+            rows = [{"rate_per_s": rates[0], **summary,
+                     "interval": get_summary_interval(scenario, requests, policies[0], config, summary)}]
+        else:
+            rows = [{"rate_per_s": None, "concurrency": concurrencies[0], **summary, "interval": None}]
     else:
         rows = run_rate_sweep(scenario, workload, rates, policies, config, args.slo_ttft, args.slo_tpot,
-                              args.dask, args.workers)
-    crossovers = get_crossovers(rows)
+                              args.dask, args.workers, concurrencies)
+    if args.baseline not in policies + ["off"]:
+        raise InputError(f"--baseline {args.baseline} is none of the policies run ({', '.join(policies)})")
+    crossovers = get_crossovers(rows, args.baseline)
     if args.json:
         print(json.dumps({"runs": rows, "crossovers": crossovers}, indent=1))
         print_warnings(scenario.warnings)
@@ -169,6 +184,9 @@ def cmd_plot(args) -> int:
     if args.allow_long_context:  # only when asked: the speedup map's own default already allows long contexts
         options["allow_long_context"] = True
     speculation = dict(draft=args.draft, drafter=args.drafter)
+    for key in ("tree", "draft_kv_budget", "draft_layer_fraction"):  # only when given: build_scenario's defaults
+        if getattr(args, key) is not None:
+            speculation[key] = getattr(args, key)
     alphas = parse_float_list(args.alpha, "acceptance rate") if args.alpha else None
     if args.acceptance is not None and args.alpha:
         raise InputError("give --acceptance or --alpha, not both")
@@ -180,13 +198,21 @@ def cmd_plot(args) -> int:
         from ..serve import LengthDistribution, parse_policies
         from ..serve.rates import WorkloadSpec, parse_rates
 
-        scenario = plots.get_scenario(args.hw, args.model, draft=args.draft, drafter=args.drafter,
-                                      alpha=alphas[0] if alphas else None, **deployment_options(args))
+        from ..serve.engine import get_policy_k_bound
+        from ..serve.rates import parse_concurrencies
+
+        scenario = plots.get_scenario(args.hw, args.model, alpha=alphas[0] if alphas else None,
+                                      **{**speculation, "k_values": [0]}, **deployment_options(args))
         workload = WorkloadSpec(LengthDistribution.parse("1024", "prompt"), LengthDistribution.parse("128", "output"),
                                 requests=args.requests)
-        fig = plots.plot_serve(scenario, rates=parse_rates(args.rate or "1..32"),
-                               policies=[p.name for p in parse_policies(args.policy or "off,fixed:4,dynamic")],
-                               workload=workload)
+        if args.concurrency is not None and args.rate is not None:
+            raise InputError("give --rate (open loop) or --concurrency (closed loop), not both")
+        policies = [p.name for p in parse_policies(args.policy or "off,fixed:4,dynamic", get_policy_k_bound(scenario))]
+        if args.baseline not in policies:
+            raise InputError(f"--baseline {args.baseline} is none of the policies ({', '.join(policies)})")
+        fig = plots.plot_serve(scenario, rates=parse_rates(args.rate or "1..32"), policies=policies, workload=workload,
+                               concurrencies=None if args.concurrency is None else
+                               parse_concurrencies(args.concurrency), baseline=args.baseline)
     elif args.kind == "validation":
         if not args.report:
             raise InputError("plot validation needs --report FILE (a JSON written by 'rooflinesim validate')")

@@ -19,26 +19,63 @@ vocabulary projection is always paid in full.
 
 from __future__ import annotations
 
+from dataclasses import dataclass, replace
+
 import numpy as np
 
 from ..specs.model import ModelSpec
 from .op_cost import OpCost, make_op
 from .sections import (
-    OpContext, allreduce_ops, attention_ops_gqa, attention_ops_mla, dense_mlp_ops, embedding_ops, lm_head_ops,
-    moe_mlp_ops,
+    OpContext, allreduce_ops, attention_ops_gqa, attention_ops_mla, dense_mlp_ops, embedding_ops, get_local_width,
+    lm_head_ops, moe_mlp_ops,
 )
 from ..specs.workload import Workload
 
-HEAD_KINDS = ("eagle", "mtp", "medusa")
+HEAD_KINDS = ("eagle", "eagle3", "mtp", "medusa")
+#: EAGLE-3's heads for Llama-3.1 draft over the 32,000 most frequent target tokens: `draft_vocab_size: 32000` in
+#: yuhuili/EAGLE3-LLaMA3.1-Instruct-8B's config.json (and SGLang's test config of LlamaForCausalLMEagle3)
+EAGLE3_DRAFT_VOCAB_SIZE = 32000
+#: the target hidden states EAGLE-3 fuses (low, middle and high layers), projected by fc (3 h -> h)
+EAGLE3_FUSED_FEATURES = 3
 #: where each preset's op list comes from
 HEAD_SOURCES = {
     "eagle": "EAGLE: one decoder layer + fc (2h -> h) + the target's lm_head per draft token (Li et al., arXiv "
              "2401.15077; EAGLE-3 arXiv 2503.01840 keeps one layer)",
+    "eagle3": "EAGLE-3: fc (3 target hidden states -> h) on the target's features, num_hidden_layers decoder layers "
+              "(the first's q/k/v read [embedding, hidden] = 2h), its own lm_head over draft_vocab_size (Li et al., "
+              "arXiv 2503.01840; SGLang python/sglang/srt/models/llama_eagle3.py @03d5a77)",
     "mtp": "DeepSeek-V3 MTP module: embedding, 2 RMSNorms, projection 2h -> h, one Transformer block of the target, "
            "shared output head per depth (arXiv 2412.19437 s2.2)",
     "medusa": "Medusa: per head one residual block (h -> h, SiLU) + its own lm_head h -> V (Cai et al., arXiv "
               "2401.10774)",
 }
+
+
+@dataclass(frozen=True)
+class HeadConfig:
+    """A draft head's own shapes, as its config.json states them (`scenario.drafting.read_head_config`); None
+    fields fall back to the target's."""
+
+    num_layers: int = 1
+    draft_vocab_size: int | None = None
+    hidden_size: int | None = None
+    intermediate_size: int | None = None
+    num_attention_heads: int | None = None
+    num_kv_heads: int | None = None
+    source: str = "defaults"
+
+
+def get_eagle3_model(target: ModelSpec, head: HeadConfig | None) -> ModelSpec:
+    """The EAGLE-3 head as a dense model of its own layers, width and (draft) vocabulary; model_copy skips
+    validation on purpose: a view of the target's shapes."""
+    head = head or HeadConfig()
+    vocab = head.draft_vocab_size or min(EAGLE3_DRAFT_VOCAB_SIZE, target.vocab_size)
+    return target.model_copy(update={
+        "num_layers": head.num_layers, "hidden_size": head.hidden_size or target.hidden_size,
+        "intermediate_size": head.intermediate_size or target.intermediate_size,
+        "num_attention_heads": head.num_attention_heads or target.num_attention_heads,
+        "num_kv_heads": head.num_kv_heads or target.num_kv_heads, "vocab_size": vocab, "moe": None, "mla": None,
+        "sliding_window_tokens": None})
 
 
 def _one_layer(target: ModelSpec, dense: bool) -> ModelSpec:
@@ -64,12 +101,37 @@ def _layer_ops(c: OpContext) -> list[OpCost]:
     ]
 
 
-def get_head_ops(kind: str, target: ModelSpec, workload: Workload, batch, context_tokens
-                 ) -> tuple[list[OpCost], list[OpCost]]:
-    """(decoder-layer ops, the rest) of ONE draft token of a `kind` head, on one device."""
+def _eagle3_ops(target: ModelSpec, w: Workload, batch, context_tokens, head: HeadConfig | None,
+                first_step: bool) -> tuple[list[OpCost], list[OpCost]]:
+    """EAGLE-3's draft step: the fc fusion of the target's three hidden states only on the step that starts from
+    the target's features (later steps feed the head's own hidden state, which is already h wide); the first layer's
+    q/k/v over [embedding, hidden] (2h in: priced as the layer's q/k/v plus a second h-wide input); the draft
+    vocabulary's lm_head."""
+    model = get_eagle3_model(target, head)
+    layers = model.num_layers
+    model = model.model_copy(update={"num_layers": 1})  # one layer's ops, counted `layers` times below
+    c = OpContext.build(model, batch, context_tokens, 1, w.weight_dtype, w.kv_dtype, w.activation_dtype, w.attention,
+                        True, w.tensor_parallel, w.quant_group_size)
+    h, t = c.h, c.tokens
+    d = model.head_dim_resolved
+    qkv_out = (c.heads + 2 * get_local_width(model.num_kv_heads, c.tp)) * d
+    target_h = target.hidden_size
+    rest = embedding_ops(c) + [c.norm("eagle3_hidden_norm", 1), c.linear("eagle3_qkv_embed_input", 1, t, h, qkv_out)]
+    if first_step:
+        rest = [c.linear("eagle3_fc", 1, t, EAGLE3_FUSED_FEATURES * target_h, h)] + rest
+    return [replace(op, count=op.count * layers) for op in _layer_ops(c)], rest + lm_head_ops(c)
+
+
+def get_head_ops(kind: str, target: ModelSpec, workload: Workload, batch, context_tokens,
+                 head: HeadConfig | None = None, first_step: bool = True) -> tuple[list[OpCost], list[OpCost]]:
+    """(decoder-layer ops, the rest) of ONE draft token of a `kind` head, on one device. `head`: an EAGLE-3 head's
+    own shapes (its config.json); `first_step`: the draft step that starts from the target's features (EAGLE-3 fuses
+    them only then)."""
     if kind not in HEAD_KINDS:
         raise ValueError(f"unknown head kind {kind!r}; use one of {', '.join(HEAD_KINDS)}")
     w = workload
+    if kind == "eagle3":
+        return _eagle3_ops(target, w, batch, context_tokens, head, first_step)
     model = target if kind == "medusa" else _one_layer(target, dense=kind == "eagle")
     c = OpContext.build(model, batch, context_tokens, 1, w.weight_dtype, w.kv_dtype, w.activation_dtype, w.attention,
                         True, w.tensor_parallel, w.quant_group_size)
@@ -84,14 +146,20 @@ def get_head_ops(kind: str, target: ModelSpec, workload: Workload, batch, contex
     return _layer_ops(c), embedding_ops(c) + project + lm_head_ops(c)
 
 
-def get_head_weight_bytes(kind: str, target: ModelSpec, workload: Workload, k: int = 1) -> float:
-    """Weights a head adds on one device beyond the target's (EAGLE and MTP share the embedding and lm_head; each
-    of Medusa's k heads has its own block and lm_head)."""
-    layer, rest = get_head_ops(kind, target, workload, 1, 1)
+def get_head_weight_bytes(kind: str, target: ModelSpec, workload: Workload, k: int = 1,
+                          head: HeadConfig | None = None) -> float:
+    """Weights a head adds on one device beyond the target's (EAGLE and MTP share the embedding and lm_head, EAGLE-3
+    only the embedding: its lm_head is its own over the draft vocabulary; each of Medusa's k heads has its own block
+    and lm_head)."""
+    layer, rest = get_head_ops(kind, target, workload, 1, 1, head)
+    if kind == "eagle3":
+        own = [op for op in rest if op.name not in ("embedding", "final_norm")]
+        return float(sum(np.max(op.weight_bytes) * op.count for op in layer + own))
     if kind == "medusa":
         return float(k * sum(np.max(op.weight_bytes) for op in rest))
     own = [op for op in rest if op.name not in ("embedding", "lm_head", "final_norm")]
     return float(sum(np.max(op.weight_bytes) for op in layer + own))
 
 
-__all__ = ["HEAD_KINDS", "HEAD_SOURCES", "get_head_ops", "get_head_weight_bytes"]
+__all__ = ["HEAD_KINDS", "HEAD_SOURCES", "HeadConfig", "EAGLE3_DRAFT_VOCAB_SIZE", "get_eagle3_model", "get_head_ops",
+           "get_head_weight_bytes"]

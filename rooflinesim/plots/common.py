@@ -177,7 +177,7 @@ def _tp_label(scenario: Scenario) -> str:
 
 
 def describe_machine_speed(report: dict) -> str:
-    """The report's machine-speed check (`calibrate.anchor`) in a few words for a chart's title, or "" when the report
+    """The report's machine-speed check (`calibrate.measure.anchor`) in a few words for a chart's title, or "" when the report
     has none (or none a profile could be compared with): the median time now / then of each anchor."""
     check = report.get("machine_speed") if isinstance(report, dict) else None
     medians = check.get("median_ratio") if isinstance(check, dict) else None

@@ -16,49 +16,55 @@ from .common import COLORS, _new_figure, _tp_label, get_scenario
 
 def get_serve_data(scenario: Scenario, rates: Sequence[float], policies: Sequence[str],
                    workload: WorkloadSpec | None = None, config: ServeConfig | None = None,
-                   max_workers: int | None = None) -> dict:
-    """The runs (one summary per policy and rate, policy-major) and the crossovers against `off`."""
+                   max_workers: int | None = None, concurrencies: Sequence[int] | None = None,
+                   baseline: str = "off") -> dict:
+    """The runs (one summary per policy and rate, or per policy and closed-loop concurrency when `concurrencies`
+    is given; policy-major) and the crossovers against `baseline`."""
     workload = workload or WorkloadSpec(LengthDistribution.parse("1024", "prompt"),
                                         LengthDistribution.parse("128", "output"))
     rows = run_rate_sweep(scenario, workload, sorted(rates), list(policies), config or ServeConfig(),
-                          max_workers=max_workers)
-    return {"runs": rows, "crossovers": get_crossovers(rows)}
+                          max_workers=max_workers,
+                          concurrencies=None if concurrencies is None else sorted(concurrencies))
+    return {"runs": rows, "crossovers": get_crossovers(rows, baseline)}
 
 
 def plot_serve(hw="h100", model="llama-3.1-70b", draft="llama-3.1-8b", rates: Sequence[float] = (1, 2, 4, 8, 16, 32),
                policies: Sequence[str] = ("off", "fixed:4", "dynamic"), workload: WorkloadSpec | None = None,
                config: ServeConfig | None = None, data: dict | None = None, max_workers: int | None = None,
-               **options):
+               concurrencies: Sequence[int] | None = None, baseline: str = "off", **options):
     """Two panels: p50 end-to-end latency against output throughput (each policy's latency-throughput curve, one
     point per request rate), and p50 TPOT against the request rate with the rate from which each speculative policy
     stops paying for latency (dashed). `hw` is a Scenario or a hardware name; other options are `build_scenario`'s;
     `data` (from `get_serve_data`) skips the simulation."""
     scenario = get_scenario(hw, model, draft=draft, **options) if not isinstance(hw, Scenario) else hw
-    data = data or get_serve_data(scenario, rates, policies, workload, config, max_workers)
+    data = data or get_serve_data(scenario, rates, policies, workload, config, max_workers, concurrencies, baseline)
     fig, (curve, tpot) = _new_figure((12.5, 5.0), ncols=2)
     by_policy: dict[str, list[dict]] = {}
     for row in data["runs"]:
         by_policy.setdefault(row["policy"], []).append(row)
     colors = {policy: COLORS[i % len(COLORS)] for i, policy in enumerate(by_policy)}
+    closed = any(r.get("concurrency") is not None for r in data["runs"])
+    load_key, unit = ("concurrency", "") if closed else ("rate_per_s", "/s")
     for policy, rows in by_policy.items():
-        rate = np.asarray([r["rate_per_s"] for r in rows], dtype=float)
+        rate = np.asarray([r[load_key] for r in rows], dtype=float)
         throughput = np.asarray([r["output_tokens_per_s"] for r in rows])
         latency = np.asarray([r["latency_s"]["p50"] for r in rows])
         tpot_ms = np.asarray([r["tpot_s"]["p50"] for r in rows]) / MILLI
         curve.plot(throughput, latency, "o-", color=colors[policy], label=policy)
         for x, y, r in zip(throughput, latency, rate):
-            curve.annotate(f"{r:g}/s", (x, y), textcoords="offset points", xytext=(4, 4), fontsize=7,
+            curve.annotate(f"{r:g}{unit}", (x, y), textcoords="offset points", xytext=(4, 4), fontsize=7,
                            color=colors[policy])
         tpot.plot(rate, tpot_ms, "o-", color=colors[policy], label=policy)
     for crossover in data["crossovers"]:
         at = crossover["latency"]
+        against = crossover.get("baseline", "off")
         if at is not None:
-            tpot.axvline(at["rate_per_s"], color=colors[crossover["policy"]], linestyle="--", linewidth=1,
-                         label=f"{crossover['policy']} stops paying (batch {at['mean_batch']:.0f})")
+            tpot.axvline(at[load_key], color=colors[crossover["policy"]], linestyle="--", linewidth=1,
+                         label=f"{crossover['policy']} stops paying vs {against} (batch {at['mean_batch']:.0f})")
+    load = "concurrency (closed-loop clients)" if closed else "request rate (requests/s)"
     curve.set(xlabel="output throughput (tokens/s)", ylabel="end-to-end latency p50 (s)", yscale="log",
-              title="latency vs throughput (one point per request rate)")
-    tpot.set(xlabel="request rate (requests/s)", ylabel="TPOT p50 (ms)", xscale="log", yscale="log",
-             title="time per output token")
+              title=f"latency vs throughput (one point per {'concurrency' if closed else 'request rate'})")
+    tpot.set(xlabel=load, ylabel="TPOT p50 (ms)", xscale="log", yscale="log", title="time per output token")
     from matplotlib.ticker import ScalarFormatter
 
     for ax in (curve, tpot):

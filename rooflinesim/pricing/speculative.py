@@ -20,6 +20,8 @@ import numpy as np
 from ..acceptance import expected_tokens_iid
 from ..scenario.builder import Scenario
 from ..ops.draft_heads import get_head_ops
+from ..ops.tree_attention import get_tree_mask_ops
+from ..scenario.drafting import get_self_draft_context, get_self_draft_model, get_tree_expected_tokens
 from ..ops.sections import get_acceptance_rule_ops, get_sampler_ops
 from ..step import StepCost, get_ops_time_s, get_ratio_rel_sigma, get_rel_sigma, get_workload_step
 from ..timing import Z90, TimingModel, get_op_time
@@ -62,20 +64,31 @@ def get_speedup(expected_tokens, target_decode_time_s, speculative_step_time_s):
 
 
 def get_draft_step_time_s(scenario: Scenario, timing: TimingModel, batch, context_tokens, target_decode=None,
-                          new_tokens=1):
+                          new_tokens=1, tree_width=1, first_step=False):
     """Time of one draft decode step per the drafter kind, at the given batch and context (arrays broadcast); a draft
-    model's step may read `new_tokens` tokens (the first step of a loop that re-reads the last two committed ones)."""
+    model's step may read `new_tokens` tokens (the first step of a loop that re-reads the last two committed ones).
+    `tree_width`: tokens per sequence of a tree's draft step (each needs its logits, for its top-k children); a
+    model drafter reads each sequence's KV once for them, a head is priced at batch x width."""
     drafter = scenario.drafter
     if drafter.kind == "model":
+        if tree_width > 1:
+            return get_workload_step(scenario.hardware, drafter.model, scenario.draft_workload, tree_width, timing,
+                                     context_tokens, batch, logits_for_all_tokens=True).step_time_s
         return get_workload_step(scenario.hardware, drafter.model, scenario.draft_workload, new_tokens, timing,
                                  context_tokens, batch, logits_for_all_tokens=False).step_time_s
+    if drafter.kind == "self":  # the target's own layers (a share of them) over at most the KV budget
+        return get_workload_step(scenario.hardware, get_self_draft_model(scenario.model, drafter), scenario.workload,
+                                 tree_width, timing, get_self_draft_context(drafter, context_tokens), batch,
+                                 logits_for_all_tokens=tree_width > 1).step_time_s
+    if tree_width > 1 and drafter.kind != "ngram":
+        batch = np.asarray(batch) * tree_width
     if drafter.kind == "ngram":
         return np.zeros(np.broadcast(np.asarray(batch), np.asarray(context_tokens)).shape)
     # a self-drafting head: its own op list (one decoder layer and the vocabulary projection for EAGLE / MTP, a
     # residual block and its lm_head for a Medusa head), priced like any step; 'head' is the EAGLE-style preset
     kind = "eagle" if drafter.kind == "head" else drafter.kind
     w = scenario.workload
-    layer, rest = get_head_ops(kind, scenario.model, w, batch, context_tokens)
+    layer, rest = get_head_ops(kind, scenario.model, w, batch, context_tokens, drafter.head_config, first_step)
     if w.sampling:  # the head's draft token is sampled from its logits like a model's
         rest = rest + get_sampler_ops(scenario.model, batch)
     hw, dtype = scenario.hardware, w.activation_dtype
@@ -83,6 +96,38 @@ def get_draft_step_time_s(scenario: Scenario, timing: TimingModel, batch, contex
     rest_time = get_ops_time_s(hw, rest, dtype, timing, 0)
     shape = np.broadcast(np.asarray(batch), np.asarray(context_tokens)).shape
     return np.broadcast_to(drafter.head_layer_fraction * layer_time + rest_time, shape)
+
+
+def get_tree_draft_times_s(scenario: Scenario, timing: TimingModel, batch, context_tokens, decode=None):
+    """(first draft forward, a widest one, all of them) for the scenario's tree: SGLang / EAGLE-2 run `steps` draft
+    forwards, the first from the root and each later one over the top-k frontier (static trees: the nodes of each
+    depth that have children); Medusa's heads run once each, side by side, whatever the tree's width."""
+    tree = scenario.tree
+    widths = tree.draft_widths
+    if scenario.drafter.kind == "medusa":
+        one = get_draft_step_time_s(scenario, timing, batch, context_tokens, decode)
+        return one, one, one * len(widths)
+    times = {w: get_draft_step_time_s(scenario, timing, batch, context_tokens, decode, tree_width=w)
+             for w in set(widths)}
+    first = get_draft_step_time_s(scenario, timing, batch, context_tokens, decode, tree_width=widths[0],
+                                  first_step=True)
+    total = first + sum(times[w] for w in widths[1:])
+    return first, times[max(widths)], total
+
+
+def get_tree_mask_time_s(scenario: Scenario, timing: TimingModel, batch, verify_tokens) -> np.ndarray:
+    """The tree mask's extra attention over a verify of `verify_tokens` per sequence (`ops.tree_attention`), 0 for a
+    chain (one node per depth: engines verify it causally). The mask runs inside the attention kernel, so its op is
+    priced less what the timing model charges an empty op (a launch of its own that never happens)."""
+    if scenario.tree.nodes_per_depth_max <= 1:
+        return np.zeros(np.broadcast(np.asarray(batch), np.asarray(verify_tokens)).shape)
+    w = scenario.workload
+    ops = get_tree_mask_ops(scenario.model, batch, verify_tokens, w.tensor_parallel)
+    bound = timing.for_step(ops)
+    empty = get_tree_mask_ops(scenario.model, batch, 1, w.tensor_parallel)
+    return sum((get_op_time(bound, scenario.hardware, op, w.activation_dtype).time_s
+                - get_op_time(bound, scenario.hardware, none, w.activation_dtype).time_s
+                for op, none in zip(ops, empty)), np.asarray(0.0))
 
 
 @dataclass(frozen=True)
@@ -142,7 +187,7 @@ def _interval(scenario: Scenario, decode: StepCost, verify: StepCost, k, draft, 
                                        context_tokens, batch)
         draft_families = {(family, f"draft:{name}"): t * (draft / draft_step.step_time_s)
                           for (family, name), t in draft_step.priced_time_s.items()}
-    elif drafter.kind == "head":  # a fraction of the target's layers: the target's family mix
+    elif drafter.kind in ("head", "self"):  # a fraction of the target's layers: the target's family mix
         draft_families = _scaled_families(decode_families, draft / decode.step_time_s)
     else:  # n-gram drafts are free
         draft_families = {}
@@ -192,18 +237,27 @@ def price_speculation(scenario: Scenario, batch=None, context_tokens=None, k=Non
     # the first of the k draft steps follows the target's verify (the target's weights went through the caches in
     # between); the next k - 1 follow a draft step, so the draft's own weights may still be cached
     cold = get_draft_step_time_s(scenario, draft_timing, batch, context_tokens, decode,
-                                 new_tokens=scenario.draft_first_step_tokens)
+                                 new_tokens=scenario.draft_first_step_tokens, first_step=True)
     warm = get_draft_step_time_s(scenario, scenario.timing, batch, context_tokens, decode)
     draft = (cold + np.maximum(k - 1, 0) * warm) / np.maximum(k, 1)
+    tree = scenario.tree
+    if tree is not None:  # depth draft forwards at their widths, spread over the k tree tokens (step = k x draft + ..)
+        cold, warm, total = get_tree_draft_times_s(scenario, draft_timing, batch, context_tokens, decode)
+        draft = total / np.maximum(k, 1)
     verify_step = get_workload_step(hw, scenario.model, w, k + 1, verify_timing, context_tokens, batch)
     verify = verify_step.step_time_s
+    if tree is not None:
+        verify = verify + get_tree_mask_time_s(scenario, verify_timing, batch, k + 1)
     # a measured profile can price k + 1 tokens below one (the kernel library picks a faster GEMM for some larger M:
     # a real saw-tooth of CPU tables); speculation is never credited with it, so speedup <= E holds everywhere
     verify = np.maximum(verify, target_decode)
     verify = np.where(k > 0, verify, target_decode)  # k = 0: plain decoding, no draft in the caches
     rule = get_acceptance_rule_time_s(scenario, verify_timing, batch, k)  # 0 at k = 0 and without --sampling
     verify = verify + rule
-    expected = get_expected_tokens(k, alpha, per_position)
+    if tree is not None:
+        expected = get_tree_expected_tokens(tree, k, alpha, per_position)
+    else:
+        expected = get_expected_tokens(k, alpha, per_position)
     all_accepted = get_all_accepted_probability(k, alpha, per_position) if scenario.extra_draft_pass else None
     step = get_speculative_step_time_s(k, draft, verify, all_accepted, scenario.extra_draft_pass)
     fits = scenario.get_memory_fit(batch, context_tokens, k).fits_in_memory
@@ -262,9 +316,11 @@ class SpeculativeResult:
     verify_step_interval: tuple[float, float] | None = None
     step_interval: tuple[float, float] | None = None
     speedup_interval: tuple[float, float] | None = None
+    tree: str | None = None  # a draft tree's shape (then draft_step_time_s is its drafting spread over its k tokens)
 
     def to_dict(self) -> dict:
         return {
+            "tree": self.tree,
             "draft": self.draft,
             "drafter_kind": self.drafter_kind,
             "k": self.k,
@@ -342,6 +398,7 @@ def analyse_speculation(scenario: Scenario) -> SpeculativeResult:
                                           sigma_at_chosen(grid.verify_rel_sigma)),
         step_interval=get_interval(float(steps[chosen]), sigma_at_chosen(grid.step_rel_sigma)),
         speedup_interval=get_interval(float(speedups[chosen]), sigma_at_chosen(grid.speedup_rel_sigma)),
+        tree=None if scenario.tree is None else scenario.tree.describe(),
     )
 
 
@@ -366,6 +423,9 @@ def render_speculative(result: SpeculativeResult, console) -> None:
     cold_warm = ("" if result.draft_cold_step_time_s == result.draft_warm_step_time_s else
                  f" (first {format_seconds(result.draft_cold_step_time_s)} cold, then "
                  f"{format_seconds(result.draft_warm_step_time_s)} warm)")
+    if result.tree is not None:
+        console.print(f"[bold]Tree[/] {escape(result.tree)}: k counts tree tokens (verify width k + 1); drafting "
+                      f"{format_seconds(result.draft_step_time_s * result.k)} per step at k = {result.k}")
     console.print(
         f"[bold]Speculative[/] k = {result.k}: draft step {format_seconds(result.draft_step_time_s)}{cold_warm}, "
         f"verify {format_seconds(result.verify_step_time_s)}, step {format_seconds(result.step_time_s)}, "

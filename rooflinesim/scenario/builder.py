@@ -28,6 +28,11 @@ from ..timing import DatasheetTiming, TimingModel, get_timing_model
 from ..timing.quant_kernels import get_quant_kernel
 from ..units import DEFAULT_QUANT_GROUP_SIZE, GIGA, format_count
 
+from ..acceptance.trees import TreeShape
+from .drafting import (
+    check_draft_context, check_self_options, check_tree_options, get_tree_depth, get_tree_k_values,
+    resolve_head_drafter, resolve_self_drafter, resolve_tree, resolve_tree_acceptance,
+)
 from .inputs import (
     DEFAULT_GPU_MEMORY_UTILIZATION, DEFAULT_HARDWARE, DEFAULT_HEAD_LAYER_FRACTION, DEFAULT_MEMORY_RESERVE_BYTES,
     DEFAULT_MODEL, MAX_GRID_VALUES, MAX_K, Acceptance, Drafter, _as_list, check_batch_axis, check_context_axis,
@@ -59,6 +64,9 @@ class Scenario:
     gpu_memory_utilization: float = DEFAULT_GPU_MEMORY_UTILIZATION
     memory_reserve_bytes: float = DEFAULT_MEMORY_RESERVE_BYTES
     quant_kernel: str | None = None  # the kernel running the quantised linears (None: weights are not quantised)
+    #: a draft tree (`acceptance.trees.TreeShape`; None: a chain). With one, k counts the tree's verified draft tokens
+    #: (SGLang's speculative_num_draft_tokens - 1) and the acceptance rates are top-1 rates per depth
+    tree: TreeShape | None = None
 
     @property
     def usable_memory_bytes(self) -> float:
@@ -94,9 +102,11 @@ class Scenario:
         if self.drafter is not None and self.drafter.kind in HEAD_KINDS + ("head",):
             # a head's own weights (a Medusa head each per draft position); its one layer's KV cache is left out
             kind = "eagle" if self.drafter.kind == "head" else self.drafter.kind
-            per_head = get_head_weight_bytes(kind, self.model, w)
+            per_head = get_head_weight_bytes(kind, self.model, w, head=self.drafter.head_config)
             heads = np.maximum(np.asarray(k), 1) if kind == "medusa" else 1
             return replace(fit, weight_bytes=fit.weight_bytes + heads * per_head)
+        if self.drafter is not None and self.drafter.kind == "self":
+            return replace(fit, kv_cache_bytes=fit.kv_cache_bytes + get_self_draft_kv_bytes(self, b, s, q))
         if self.drafter is None or self.drafter.kind != "model":
             return fit
         d = self.draft_workload
@@ -113,6 +123,20 @@ class Scenario:
         free = one.capacity_bytes - one.weight_bytes
         fitting = np.floor(free / (one.kv_cache_bytes + one.activation_bytes))
         return np.clip(fitting, 0, float(1 << 53)).astype(np.int64)
+
+
+def get_self_draft_kv_bytes(scenario: Scenario, batch, context_tokens, new_tokens) -> np.ndarray:
+    """A self draft's own KV cache per device: none when it reads the target's cache (layer skip alone), else the
+    budget's tokens for its layers (SnapKV / TriForce keep the compressed cache apart; StreamingLLM's sink + window
+    could share the target's, so this is the conservative count). The weights are the target's: never counted."""
+    drafter, w = scenario.drafter, scenario.workload
+    if drafter.kv_budget_tokens is None:
+        return np.zeros(np.broadcast(np.asarray(batch), np.asarray(context_tokens)).shape)
+    from .drafting import get_self_draft_model
+
+    tokens = np.minimum(np.asarray(context_tokens, dtype=float) + new_tokens, drafter.kv_budget_tokens)
+    return get_kv_cache_bytes(get_self_draft_model(scenario.model, drafter), batch, tokens, w.kv_dtype,
+                              w.tensor_parallel)
 
 
 # --- checking user values ------------------------------------------------------------------------------------------
@@ -176,6 +200,9 @@ def build_scenario(
     acceptance=None,
     acceptance_k=None,
     acceptance_as_iid: bool = False,
+    tree=None,
+    draft_kv_budget=None,
+    draft_layer_fraction=None,
 ) -> Scenario:
     """Resolve every user input into one Scenario (see the module docstring).
 
@@ -190,7 +217,11 @@ def build_scenario(
     calibration and `validate` time). `draft_first_step_tokens=2` prices a loop whose first draft step re-reads the
     last two committed tokens (a draft model only; the alternative to `extra_draft_pass`).
     `gpu_memory_utilization` (default 0.9, vLLM's) and `memory_reserve_bytes` (default 3 GiB; on a CPU 1 and 0) set
-    what memory fit and max batch may use: capacity x utilisation - reserve.
+    what memory fit and max batch may use: capacity x utilisation - reserve. `tree` drafts a tree instead of a chain
+    ('steps,topk,num_draft_tokens' as SGLang's flags, a JSON list of Medusa paths, or a `TreeShape`): k then counts
+    the tree's draft tokens, and the acceptance rates are its top-1 rates per depth (see `scenario.drafting`).
+    `drafter='self'` drafts with the target itself, reading at most `draft_kv_budget` KV tokens and/or running
+    `draft_layer_fraction` of its layers; its weights are the target's (counted once).
     """
     warnings: list[str] = []
     for name, flag in (("allow_long_context", allow_long_context), ("speculative", speculative),
@@ -235,7 +266,15 @@ def build_scenario(
                         draft_first_step_tokens=check_draft_first_step_tokens(draft_first_step_tokens,
                                                                               extra_draft_pass),
                         gpu_memory_utilization=utilization, memory_reserve_bytes=reserve, quant_kernel=kernel)
-    if speculative:
+    tree_shape = resolve_tree(tree)
+    if tree_shape is not None and not speculative:
+        raise InputError("a draft tree needs speculation on")
+    if speculative and tree_shape is not None:
+        scenario = _with_tree(scenario, tree_shape, model_spec, hw_spec, workload, warnings, draft, drafter,
+                              head_layer_fraction, draft_tp, alpha, alpha_per_position, acceptance, acceptance_k, k,
+                              k_values, bool(extra_draft_pass), batch_axis, context_axis, draft_kv_budget,
+                              draft_layer_fraction, bool(allow_long_context))
+    elif speculative:
         if acceptance is None:
             if acceptance_k is not None:
                 raise InputError("acceptance_k (--acceptance-k) is the draft length of an --acceptance file; none given")
@@ -257,8 +296,9 @@ def build_scenario(
             raise InputError(f"k = {int(ks[-1])} drafts need {int(ks[-1])} per-position acceptance rates, got "
                              f"{acceptance.max_k}")
         _check_grid_size(batch_axis, context_axis, ks, len(acceptance.alphas or (0,)))
-        spec_drafter, draft_workload, drafter_warnings = resolve_drafter(
-            model_spec, hw_spec, workload, draft, drafter, head_layer_fraction, draft_tp)
+        spec_drafter, draft_workload, drafter_warnings = _resolve_drafter(
+            model_spec, hw_spec, workload, draft, drafter, head_layer_fraction, draft_tp, draft_kv_budget,
+            draft_layer_fraction, context_axis, allow_long_context)
         warnings += drafter_warnings
         if scenario.draft_first_step_tokens != 1 and spec_drafter.kind != "model":
             raise InputError(f"a first draft step of {scenario.draft_first_step_tokens} tokens needs a draft model, "
@@ -275,6 +315,62 @@ def build_scenario(
     warnings += _memory_warnings(scenario)
     warnings += _pricing_warnings(scenario)
     return replace(scenario, warnings=tuple(dict.fromkeys(warnings)))
+
+
+def _resolve_drafter(model_spec, hw_spec, workload, draft, drafter, head_layer_fraction, draft_tp, draft_kv_budget,
+                     draft_layer_fraction, context_axis, allow_long_context):
+    """`resolve_drafter`, plus the self drafter and the draft model's own maximum context (`scenario.drafting`)."""
+    check_self_options(drafter, draft_kv_budget, draft_layer_fraction)
+    if drafter == "self":
+        if draft is not None:
+            raise InputError("--drafter self drafts with the target: --draft names a separate model")
+        return resolve_self_drafter(draft_kv_budget, draft_layer_fraction), None, []
+    if drafter in ("eagle", "eagle3") and draft is not None:
+        spec_drafter, warnings = resolve_head_drafter(drafter, draft, head_layer_fraction)
+        return spec_drafter, None, warnings
+    spec_drafter, draft_workload, warnings = resolve_drafter(model_spec, hw_spec, workload, draft, drafter,
+                                                             head_layer_fraction, draft_tp)
+    if spec_drafter.kind == "model":
+        warnings = warnings + check_draft_context(spec_drafter.model, context_axis, allow_long_context)
+    return spec_drafter, draft_workload, warnings
+
+
+def _with_tree(scenario, shape, model_spec, hw_spec, workload, warnings, draft, drafter, head_layer_fraction,
+               draft_tp, alpha, alpha_per_position, acceptance, acceptance_k, k, k_values, extra_draft_pass,
+               batch_axis, context_axis, draft_kv_budget=None, draft_layer_fraction=None,
+               allow_long_context=False) -> Scenario:
+    """The speculative part of a scenario that drafts a tree (see `scenario.drafting`); `warnings` is extended."""
+    if acceptance is not None:
+        if alpha is not None or alpha_per_position is not None:
+            raise InputError("give a measured or preset acceptance or alpha / alpha_per_position, not both")
+        from ..acceptance.sources import load_acceptance
+
+        measured = load_acceptance(acceptance, k=acceptance_k)
+        alphas, per_depth, more = resolve_tree_acceptance(shape, measured)
+        warnings += more
+        from .inputs import PRESET_DRAFTER_KINDS
+
+        resolved = Acceptance(alphas=alphas, per_position=per_depth, source=measured.describe(),
+                              drafter_kind=PRESET_DRAFTER_KINDS.get(measured.conditions.get("method")))
+    else:
+        if acceptance_k is not None:
+            raise InputError("acceptance_k (--acceptance-k) is the draft length of an --acceptance file; none given")
+        resolved = resolve_acceptance(alpha, alpha_per_position)
+        depth = get_tree_depth(shape)
+        if resolved.per_position is not None and len(resolved.per_position) < depth:
+            raise InputError(f"a tree of depth {depth} needs {depth} per-depth acceptance rates, got "
+                             f"{len(resolved.per_position)}")
+    chosen = None if k is None else check_k(k)
+    ks = get_tree_k_values(shape, chosen, None if k_values is None else
+                           [check_k(x) for x in _as_list(k_values)])
+    _check_grid_size(batch_axis, context_axis, ks, len(resolved.alphas or (0,)))
+    spec_drafter, draft_workload, drafter_warnings = _resolve_drafter(
+        model_spec, hw_spec, workload, draft, drafter, head_layer_fraction, draft_tp, draft_kv_budget,
+        draft_layer_fraction, context_axis, allow_long_context)
+    warnings += drafter_warnings
+    check_tree_options(shape, spec_drafter.kind, extra_draft_pass, scenario.draft_first_step_tokens)
+    return replace(scenario, drafter=spec_drafter, draft_workload=draft_workload, acceptance=resolved, k_values=ks,
+                   k=chosen if chosen is not None else (shape.tree_tokens if k_values is None else None), tree=shape)
 
 
 def _check_finite_prices(scenario: Scenario) -> None:

@@ -32,7 +32,7 @@ MAX_K = 16
 MAX_K_LIMIT = 64
 #: an EAGLE/Medusa-style head costs about one decoder layer per draft token (see `Drafter`)
 DEFAULT_HEAD_LAYER_FRACTION = 1.0
-DRAFTER_KINDS = ("model", "ngram", "head", "eagle", "medusa", "mtp")
+DRAFTER_KINDS = ("model", "ngram", "head", "eagle", "eagle3", "medusa", "mtp", "self")
 FLOAT_DTYPES = ("fp32", "bf16", "fp16")
 QUANTISED_WEIGHT_DTYPES = ("int8", "int4", "fp8")
 #: sanity limits of the axes: far above any real deployment, low enough that arithmetic stays exact and bounded.
@@ -68,11 +68,21 @@ class Drafter:
     model: ModelSpec | None = None
     head_layer_fraction: float = DEFAULT_HEAD_LAYER_FRACTION
     tensor_parallel: int = 1
+    #: kind 'self' (the target drafting for itself, `scenario.drafting`): the KV tokens its draft steps read
+    #: (StreamingLLM / SnapKV budget; None: the whole context) and the share of the target's layers they run
+    kv_budget_tokens: int | None = None
+    layer_fraction: float = 1.0
+    #: an EAGLE-3 head's own shapes from its config.json (`ops.draft_heads.HeadConfig`; None: the defaults)
+    head_config: object | None = None
 
     @property
     def name(self) -> str:
         if self.kind == "model":
             return get_short_name(self.model)
+        if self.kind == "self":
+            parts = ([f"kv {self.kv_budget_tokens}"] if self.kv_budget_tokens is not None else []) + (
+                [f"{self.layer_fraction:g} of layers"] if self.layer_fraction != 1 else [])
+            return f"self({', '.join(parts)})" if parts else "self"
         if self.kind == "head":
             return f"head({self.head_layer_fraction:g} layer)"
         if self.kind == "ngram":

@@ -17,6 +17,8 @@ from typing import NamedTuple
 
 import numpy as np
 
+from ..acceptance.trees import sample_accepted_lengths
+
 MAX_RUN_STEPS = 512
 MIN_RUN_STEPS = 2  # a shorter run is left to the per-step path
 
@@ -41,6 +43,40 @@ def count_accepted(uniform: np.ndarray, rates: np.ndarray) -> np.ndarray:
     if hits.shape[-1] <= 8:  # one byte per chain: a table lookup
         return _LEADING_HITS.take(np.packbits(hits, axis=-1, bitorder="little")[..., 0])
     return np.add.reduce(np.logical_and.accumulate(hits, axis=-1), axis=-1)
+
+
+class TreeSampler:
+    """Accepted tree tokens of a step that verifies k of the scenario's tree tokens (`acceptance.trees`): the tree of
+    k nodes is built once per k, and each sample walks it with one uniform draw per depth."""
+
+    def __init__(self, shape, rank_rates):
+        self.shape, self.rank_rates, self._trees = shape, rank_rates, {}
+
+    @classmethod
+    def build(cls, scenario) -> "TreeSampler":
+        from ..scenario.drafting import get_tree_rank_rates
+
+        acceptance = scenario.acceptance
+        if acceptance.per_position is None and len(acceptance.alphas) != 1:
+            from ..errors import InputError
+
+            raise InputError("serve takes one acceptance rate (--alpha) or per-depth rates, not a list")
+        alpha = None if acceptance.alphas is None else acceptance.alphas[0]
+        return cls(scenario.tree, get_tree_rank_rates(scenario.tree, alpha, acceptance.per_position))
+
+    def sample(self, rng, shape: tuple, k: int) -> np.ndarray:
+        tree = self._trees.get(k)
+        if tree is None:
+            tree = self._trees[k] = self.shape.get_tree(self.rank_rates, k)
+        return sample_accepted_lengths(tree, self.rank_rates, rng.random(shape + (max(tree.depth, 1),)))
+
+
+def sample_accepted(rng, shape: tuple, k: int, rates) -> np.ndarray:
+    """Accepted drafts of `shape` sequence-steps that draft k: a chain's per-position `rates` (an array), or a
+    `TreeSampler`."""
+    if isinstance(rates, TreeSampler):
+        return rates.sample(rng, shape, k)
+    return count_accepted(rng.random(shape + (k,)), rates[:k])
 
 
 def plan_decode_run(computed, remaining, blocks, free_blocks: int, now: float, next_arrival_s: float, policy, pricer,
@@ -68,7 +104,7 @@ def plan_decode_run(computed, remaining, blocks, free_blocks: int, now: float, n
     if horizon < MIN_RUN_STEPS:
         return None
     if k:
-        emitted = count_accepted(rng.random((horizon, batch, k)), rates[:k]) + 1
+        emitted = sample_accepted(rng, (horizon, batch), k, rates) + 1
     else:
         emitted = np.ones((horizon, batch), dtype=np.int64)
     committed = np.add.accumulate(emitted, axis=0)
@@ -104,4 +140,4 @@ def plan_decode_run(computed, remaining, blocks, free_blocks: int, now: float, n
     return DecodeRun(steps, k, step_s[:steps], ends[:steps], emitted[:steps], growth[:steps], grown[:steps])
 
 
-__all__ = ["plan_decode_run", "count_accepted", "DecodeRun", "MAX_RUN_STEPS"]
+__all__ = ["plan_decode_run", "count_accepted", "sample_accepted", "TreeSampler", "DecodeRun", "MAX_RUN_STEPS"]

@@ -29,7 +29,7 @@ import numpy as np
 from ..scenario.builder import Scenario
 from ..errors import InputError
 from .metrics import ServeResult
-from .decode_run import DecodeRun, count_accepted, plan_decode_run
+from .decode_run import DecodeRun, TreeSampler, plan_decode_run, sample_accepted
 from .policies import Policy, parse_policy
 from .pricing import StepPricer
 from .workload import Requests
@@ -77,8 +77,11 @@ def get_kv_capacity_blocks(scenario: Scenario, policy: Policy, config: ServeConf
     return blocks, per_token
 
 
-def _acceptance_rates(scenario: Scenario, max_k: int) -> np.ndarray:
+def _acceptance_rates(scenario: Scenario, max_k: int):
+    """Per-position rates of a chain (an array), or a `TreeSampler` for a tree."""
     acceptance = scenario.acceptance
+    if scenario.tree is not None and acceptance is not None:
+        return TreeSampler.build(scenario)
     if acceptance is None:
         return np.zeros(max_k)
     if acceptance.per_position is not None:
@@ -109,14 +112,28 @@ def _apply_decode_run(plan: DecodeRun, dec, now, free_blocks, total_blocks, comp
     return float(ends[-1]), free_blocks - int(plan.blocks_grown[-1]), committed
 
 
+def _release(arrival: np.ndarray, released: int, count: int, time_s: float) -> int:
+    """Closed loop: `count` clients whose requests just finished send their next ones now (no think time)."""
+    m = min(count, arrival.size - released)
+    arrival[released:released + m] = time_s
+    return released + m
+
+
 def simulate(scenario: Scenario, requests: Requests, policy: Policy | str, config: ServeConfig = ServeConfig(),
-             pricer: StepPricer | None = None) -> ServeResult:
-    """Replay `requests` through one serving instance of `scenario` under `policy`; deterministic under the seed."""
+             pricer: StepPricer | None = None, concurrency: int | None = None) -> ServeResult:
+    """Replay `requests` through one serving instance of `scenario` under `policy`; deterministic under the seed.
+
+    `concurrency` C: a closed loop instead of the requests' arrival times. C clients each send a request at t = 0
+    and their next one the moment the last finishes (no think time), as `benchmark_serving --max-concurrency` and
+    SGLang's `bench_serving` drive an engine; the result's arrival times are those sends."""
     config = config.check()
     if isinstance(policy, str):
-        acceptance = scenario.acceptance
-        policy = parse_policy(policy, None if acceptance is None or acceptance.per_position is None
-                              else len(acceptance.per_position))
+        policy = parse_policy(policy, get_policy_k_bound(scenario))
+    if policy.drops_tree and scenario.tree is not None:  # `chain:K` beside a tree: the same engine drafting a chain
+        scenario = replace(scenario, tree=None)
+        rates = scenario.acceptance.per_position
+        if rates is not None and policy.max_k > len(rates):
+            raise InputError(f"policy {policy.name!r} needs {policy.max_k} per-position rates, got {len(rates)}")
     if policy.max_k > 0 and scenario.drafter is None:
         raise InputError(f"policy {policy.name!r} speculates but the scenario has no drafter")
     bs = config.block_size
@@ -133,6 +150,12 @@ def simulate(scenario: Scenario, requests: Requests, policy: Policy | str, confi
     draft_prefills = policy.deployed and scenario.drafter is not None and scenario.drafter.kind == "model"
 
     n = requests.count
+    closed = concurrency is not None
+    if closed:
+        if isinstance(concurrency, bool) or not isinstance(concurrency, (int, np.integer)) or concurrency < 1:
+            raise InputError(f"concurrency must be a positive integer, got {concurrency!r}")
+        arrival = np.full(n, np.inf)
+        released = _release(arrival, 0, int(concurrency), 0.0)
     computed = np.zeros(n, dtype=np.int64)  # tokens whose KV is cached
     target = prompt.astype(np.int64).copy()  # tokens to prefill before the next emission (prompt, or + output)
     generated = np.zeros(n, dtype=np.int64)
@@ -174,6 +197,8 @@ def simulate(scenario: Scenario, requests: Requests, policy: Policy | str, confi
                 finished = all_dec[committed >= remaining]  # only at the run's last step
                 if finished.size:
                     finish_s[finished] = now
+                    if closed:
+                        released = _release(arrival, released, finished.size, now)
                     free_blocks += int(blocks[finished].sum())
                     blocks[finished] = 0
                     gone = set(finished.tolist())
@@ -269,7 +294,7 @@ def simulate(scenario: Scenario, requests: Requests, policy: Policy | str, confi
         # decodes: k drafts, accepted ones + one token from the verify are committed (capped at the output length)
         if dec.size:
             if k:
-                accepted = count_accepted(rng.random((dec.size, k)), rates[:k])
+                accepted = sample_accepted(rng, (dec.size,), k, rates)
                 policy.observe(k, accepted)
             else:
                 accepted = np.zeros(dec.size, dtype=np.int64)
@@ -287,6 +312,8 @@ def simulate(scenario: Scenario, requests: Requests, policy: Policy | str, confi
         if finished.size:
             membership_changed = True
             finish_s[finished] = end
+            if closed:
+                released = _release(arrival, released, finished.size, end)
             free_blocks += int(np.add.reduce(blocks[finished]))
             blocks[finished] = 0
             gone = set(finished.tolist())
@@ -297,9 +324,20 @@ def simulate(scenario: Scenario, requests: Requests, policy: Policy | str, confi
 
     itl = np.concatenate(itl_chunks) if itl_chunks else np.zeros(0)
     timeline = np.fromiter(chain.from_iterable(trace_rows), dtype=float, count=7 * len(trace_rows)).reshape(-1, 7)
+    if closed:
+        requests = replace(requests, arrival_s=arrival)
     return ServeResult.build(scenario, policy, config, requests, first_token_s, finish_s, preemptions, timeline, itl,
                              total_blocks)
 
 
-__all__ = ["simulate", "ServeConfig", "get_kv_capacity_blocks", "DEFAULT_MAX_NUM_SEQS",
+def get_policy_k_bound(scenario: Scenario) -> int | None:
+    """The largest k a policy may ask for: the tree tokens a tree can verify, the per-position rates of a chain, else
+    None (any k up to MAX_K_LIMIT)."""
+    if scenario.tree is not None:
+        return scenario.tree.max_tree_tokens
+    acceptance = scenario.acceptance
+    return None if acceptance is None or acceptance.per_position is None else len(acceptance.per_position)
+
+
+__all__ = ["simulate", "ServeConfig", "get_kv_capacity_blocks", "get_policy_k_bound", "DEFAULT_MAX_NUM_SEQS",
            "DEFAULT_MAX_NUM_BATCHED_TOKENS", "DEFAULT_BLOCK_SIZE"]

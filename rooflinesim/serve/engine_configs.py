@@ -13,6 +13,9 @@ Targets (verified in the engines' source; key names change between versions):
 - TensorRT-LLM: the PyTorch backend's `DecodingBaseConfig` (tensorrt_llm/llmapi/llm_args.py): `draft_len_schedule`
   {batch: k} where each key is the batch size *from which* its k applies (it must contain batch 1 with
   k = `max_draft_len`), and `max_concurrency`, above which speculation is off.
+- SGLang with a draft tree (`--tree`): `speculative_algorithm` EAGLE / EAGLE3 / STANDALONE, the tree's
+  `speculative_num_steps` and `speculative_eagle_topk`, and the `speculative_num_draft_tokens` with the best mean
+  speedup over the batches where it pays.
 - SGLang: server arguments `speculative_algorithm` STANDALONE (a separate draft model), `speculative_num_steps`,
   `speculative_eagle_topk` 1 (a chain) and `speculative_num_draft_tokens` = steps + 1. No batch-size switch was found
   among SGLang's documented server arguments, so the config carries one k (the best over the batches where
@@ -104,6 +107,11 @@ def emit_engine_config(scenario: Scenario, engine: str, config, context_tokens: 
     """The config text for `engine` (see the module docstring), at `context_tokens` of cached context."""
     if engine not in ENGINES:
         raise InputError(f"unknown engine {engine!r}; use one of {', '.join(ENGINES)}")
+    if scenario.tree is not None:
+        if engine != "sglang":
+            raise InputError(f"a draft tree is emitted for SGLang (--emit-config sglang); {engine}'s configs here "
+                             "are chains")
+        return _sglang_tree(scenario, config, context_tokens)
     if scenario.drafter is None or scenario.drafter.kind != "model":
         raise InputError("engine configs are emitted for a separate draft model (--drafter model)")
     table = get_k_by_batch(scenario, config.max_num_seqs, context_tokens, max_k)
@@ -120,6 +128,45 @@ def emit_engine_config(scenario: Scenario, engine: str, config, context_tokens: 
     note = ("speculation pays at every batch up to " + str(config.max_num_seqs) if stop is None else
             f"speculation stops paying from batch {stop}: cap --max-running-requests {stop - 1} or route by load")
     return f"{header}\n# {note}\npython -m sglang.launch_server {flags}"
+
+
+#: SGLang's --speculative-algorithm per drafter kind (python/sglang/srt/server_args.py: EAGLE, EAGLE3, STANDALONE)
+SGLANG_TREE_ALGORITHMS = {"model": "STANDALONE", "eagle": "EAGLE", "head": "EAGLE", "eagle3": "EAGLE3"}
+
+
+def _sglang_tree(scenario: Scenario, config, context_tokens: int) -> str:
+    """SGLang's tree flags: the tree's speculative_num_steps and speculative_eagle_topk, and the
+    speculative_num_draft_tokens (tree tokens + 1) with the best mean speedup over the batches where speculation
+    pays (1..max_num_seqs at `context_tokens`), with the batch from which no tree size pays as a comment."""
+    tree, drafter = scenario.tree, scenario.drafter
+    if tree.static is not None:
+        raise InputError("SGLang drafts dynamic top-k trees: a static (Medusa) tree has no SGLang flags")
+    algorithm = SGLANG_TREE_ALGORITHMS.get(drafter.kind)
+    if algorithm is None:
+        raise InputError(f"no SGLang speculative algorithm drafts a tree with a {drafter.kind} drafter")
+    batch = np.arange(1, config.max_num_seqs + 1)
+    k = np.arange(tree.tree_tokens + 1)
+    grid = price_speculation(scenario, batch[:, None], context_tokens, k[None, :])
+    speedup = np.broadcast_to(grid.speedup, (batch.size, k.size))
+    best = np.argmax(speedup, axis=1)
+    off = np.flatnonzero(best == 0)
+    paying = slice(0, off[0] if off.size else best.size)
+    tokens = int(np.argmax(speedup[paying].mean(axis=0))) if best[0] > 0 else 0
+    if tree.topk == 1:
+        tokens = tree.steps  # SGLang requires steps + 1 draft tokens for a chain
+    path = (drafter.name if drafter.kind == "model" else
+            getattr(drafter.head_config, "source", None) or "PATH_TO_DRAFT_HEAD")
+    args = {"speculative_algorithm": algorithm, "speculative_draft_model_path": path,
+            "speculative_num_steps": tree.steps, "speculative_eagle_topk": tree.topk,
+            "speculative_num_draft_tokens": tokens + 1}
+    flags = " ".join(f"--{key.replace('_', '-')} {value}" for key, value in args.items())
+    stop = int(batch[off[0]]) if off.size else None
+    note = (f"tree of {tokens} draft tokens (best mean speedup where it pays); " +
+            ("it pays at every batch up to " + str(config.max_num_seqs) if stop is None else
+             f"no tree size pays from batch {stop}: cap --max-running-requests {stop - 1} or route by load"))
+    if tokens == 0:
+        note = "speculation with this tree does not pay even at batch 1"
+    return f"{get_config_header(scenario, context_tokens)}\n# {note}\npython -m sglang.launch_server {flags}"
 
 
 def get_config_header(scenario: Scenario, context_tokens: int) -> str:

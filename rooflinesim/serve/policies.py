@@ -2,7 +2,8 @@
 number of decoding requests (the batch) and their mean cached context, as serving engines decide it.
 
 - `off`: never speculate (no draft deployed: its weights and KV cache take no memory).
-- `fixed:K`: always K drafts.
+- `fixed:K`: always K drafts (with a draft tree: K tree tokens, SGLang's speculative_num_draft_tokens - 1).
+- `chain:K`: K drafts in a chain even where the scenario drafts a tree (to compare the two shapes under load).
 - `off-above:B:K`: K drafts while at most B requests decode, none above (vLLM V0's
   `speculative_disable_by_batch_size`, TensorRT-LLM's `max_concurrency`).
 - `schedule:1=K1,B2=K2,...`: K_i drafts from batch B_i on (TensorRT-LLM's `draft_len_schedule`, whose keys are the
@@ -39,6 +40,8 @@ class Policy:
     k_depends_on_batch_only = True
     #: the policy's decisions can be planned ahead over a run of decode steps (no state learnt from outcomes)
     plannable = True
+    #: the policy drafts a chain even where the scenario drafts a tree (`chain:K`)
+    drops_tree = False
 
     @property
     def deployed(self) -> bool:
@@ -76,6 +79,13 @@ class SchedulePolicy(Policy):
                 break
             k = value
         return k
+
+
+@dataclass
+class ChainPolicy(SchedulePolicy):
+    """`chain:K`: K drafts in a chain, beside a scenario that drafts a tree (the narrow shape to compare it with)."""
+
+    drops_tree = True
 
 
 @dataclass
@@ -154,6 +164,9 @@ def parse_policy(text: str, acceptance_positions: int | None = None) -> Policy:
     if name == "fixed" and rest:
         k = bounded(_parse_k(rest, "fixed:K"))
         return SchedulePolicy(text, k, (1,), (k,))
+    if name == "chain" and rest:
+        k = _parse_k(rest, "chain:K")
+        return ChainPolicy(text, k, (1,), (k,))
     if name == "off-above" and rest.count(":") == 1:
         batch, k = rest.split(":")
         k = bounded(_parse_k(k, "off-above:B:K"))
@@ -192,5 +205,5 @@ def parse_policies(text: str, acceptance_positions: int | None = None) -> list[P
     return [parse_policy(item, acceptance_positions) for item in items]
 
 
-__all__ = ["Policy", "OffPolicy", "SchedulePolicy", "DynamicPolicy", "AdaptivePolicy", "parse_policy",
+__all__ = ["Policy", "OffPolicy", "SchedulePolicy", "ChainPolicy", "DynamicPolicy", "AdaptivePolicy", "parse_policy",
            "parse_policies", "DEFAULT_MAX_K"]

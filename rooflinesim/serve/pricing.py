@@ -35,6 +35,7 @@ import numpy as np
 from ..ops.op_cost import ATTENTION_KINDS
 from ..scenario.builder import Scenario
 from ..pricing.speculative import get_expected_tokens, price_speculation
+from ..scenario.drafting import get_tree_expected_tokens
 from ..step import get_workload_step
 
 #: ops of the lm_head section: priced at the tokens whose logits the step needs
@@ -145,8 +146,12 @@ class StepPricer:
             shape = (self.batch_grid.size, self.context_grid.size, self.k_grid.size)
             self.decode_step_s = np.broadcast_to(grid.step_time_s, shape).copy()
             acceptance = scenario.acceptance
-            self.expected_tokens = get_expected_tokens(self.k_grid, None if acceptance.alphas is None else
-                                                       acceptance.alphas[0], acceptance.per_position)
+            alpha = None if acceptance.alphas is None else acceptance.alphas[0]
+            if scenario.tree is not None:
+                self.expected_tokens = get_tree_expected_tokens(scenario.tree, self.k_grid, alpha,
+                                                                acceptance.per_position)
+            else:
+                self.expected_tokens = get_expected_tokens(self.k_grid, alpha, acceptance.per_position)
         else:
             step = get_workload_step(scenario.hardware, scenario.model, w, 1, scenario.timing,
                                      self.context_grid[None, :], self.batch_grid[:, None])

@@ -56,8 +56,14 @@ class WorkloadSpec:
 
 
 def run_one(scenario: Scenario, workload: WorkloadSpec, rate_per_s: float | None, policy: str, config: ServeConfig,
-            slo_ttft_s: float | None = None, slo_tpot_s: float | None = None) -> dict:
-    """One simulation's summary (a top-level function: executors pickle it)."""
+            slo_ttft_s: float | None = None, slo_tpot_s: float | None = None, concurrency: int | None = None) -> dict:
+    """One simulation's summary (a top-level function: executors pickle it). With `concurrency` the requests' lengths
+    are drawn as for a rate and sent by that many closed-loop clients instead (`simulate`)."""
+    if concurrency is not None:
+        requests = workload.get_requests(1.0) if workload.trace is None else workload.get_requests(None)
+        summary = simulate(scenario, requests, policy, config, concurrency=concurrency).get_summary(slo_ttft_s,
+                                                                                                    slo_tpot_s)
+        return {"rate_per_s": None, "concurrency": int(concurrency), **summary, "interval": None}
     requests = workload.get_requests(rate_per_s)
     summary = simulate(scenario, requests, policy, config).get_summary(slo_ttft_s, slo_tpot_s)
     # under a measured profile: the latency percentiles' 90 % interval from the step model's (None otherwise)
@@ -84,10 +90,15 @@ def get_saturation_rate_per_s(scenario: Scenario, prompt: LengthDistribution, ou
 
 def run_rate_sweep(scenario: Scenario, workload: WorkloadSpec, rates, policies: list[str], config: ServeConfig,
                    slo_ttft_s=None, slo_tpot_s=None, dask_address: str | None = None,
-                   max_workers: int | None = None) -> list[dict]:
-    """Every (policy, rate) run, in policy-major order."""
-    tasks = [(policy, rate) for policy in policies for rate in rates]
-    args = [(scenario, workload, rate, policy, config, slo_ttft_s, slo_tpot_s) for policy, rate in tasks]
+                   max_workers: int | None = None, concurrencies=None) -> list[dict]:
+    """Every (policy, rate) run, in policy-major order; with `concurrencies`, every (policy, concurrency) closed-loop
+    run instead."""
+    if concurrencies is not None:
+        args = [(scenario, workload, None, policy, config, slo_ttft_s, slo_tpot_s, c)
+                for policy in policies for c in concurrencies]
+    else:
+        args = [(scenario, workload, rate, policy, config, slo_ttft_s, slo_tpot_s)
+                for policy in policies for rate in rates]
     if dask_address is not None:
         try:
             from dask.distributed import Client
@@ -107,38 +118,96 @@ def run_rate_sweep(scenario: Scenario, workload: WorkloadSpec, rates, policies: 
         return list(pool.map(run_one, *zip(*args)))
 
 
+def _load_key(row: dict) -> str:
+    return "concurrency" if row.get("concurrency") is not None else "rate_per_s"
+
+
 def _last_paying_crossover(rows_off: list[dict], rows_spec: list[dict], pays) -> dict | None:
     paying = [pays(o, s) for o, s in zip(rows_off, rows_spec)]
-    if all(paying):
+    if all(paying) or paying[-1]:  # it still pays at the highest load: it has not stopped (see the "starts" side)
         return None
     last = max((i for i, p in enumerate(paying) if p), default=-1)
     at = rows_off[last + 1]
-    return {"rate_per_s": at["rate_per_s"], "mean_batch": at["mean_batch"]}
+    key = _load_key(at)
+    return {key: at[key], "mean_batch": at["mean_batch"]}
 
 
-def get_crossovers(rows: list[dict]) -> list[dict]:
-    """Per speculative policy: the rate (and off's mean batch there) from which it stops paying for latency and for
-    throughput (see the module docstring). Empty without an `off` run to compare with."""
+def _first_paying_crossover(rows_off: list[dict], rows_spec: list[dict], pays) -> dict | None:
+    """The other way: the load from which it pays at every higher load, when it does not pay at the lowest (None
+    when it pays at the lowest load or never pays at the highest)."""
+    paying = [pays(o, s) for o, s in zip(rows_off, rows_spec)]
+    if not paying or paying[0] or not paying[-1]:
+        return None
+    first = max(i for i, p in enumerate(paying) if not p) + 1
+    at = rows_off[first]
+    key = _load_key(at)
+    return {key: at[key], "mean_batch": at["mean_batch"]}
+
+
+def _latency_pays(o: dict, s: dict) -> bool:
+    return s["latency_s"]["p50"] < o["latency_s"]["p50"]
+
+
+def _throughput_pays(o: dict, s: dict) -> bool:
+    return s["output_tokens_per_s"] >= THROUGHPUT_TIE * o["output_tokens_per_s"]
+
+
+def get_crossovers(rows: list[dict], baseline: str = "off") -> list[dict]:
+    """Per speculative policy: the rate or concurrency (and the baseline's mean batch there) from which it stops
+    paying for latency and for throughput (see the module docstring), and, where it does not pay at the lowest load
+    but does at the highest, the load from which it starts (`latency_starts`, `throughput_starts`). Empty without a
+    `baseline` run to compare with; `baseline` may be any policy (e.g. `chain:3` against a tree's `fixed:59`)."""
     by_policy: dict[str, list[dict]] = {}
     for row in rows:
         by_policy.setdefault(row["policy"], []).append(row)
-    off = by_policy.get("off")
+    off = by_policy.get(baseline)
     if off is None:
         return []
     out = []
     for policy, spec in by_policy.items():
-        if policy == "off":
+        if policy == baseline:
             continue
-        out.append({
+        entry = {
             "policy": policy,
-            "latency": _last_paying_crossover(off, spec, lambda o, s: s["latency_s"]["p50"] < o["latency_s"]["p50"]),
-            "throughput": _last_paying_crossover(
-                off, spec, lambda o, s: s["output_tokens_per_s"] >= THROUGHPUT_TIE * o["output_tokens_per_s"]),
-        })
+            "latency": _last_paying_crossover(off, spec, _latency_pays),
+            "throughput": _last_paying_crossover(off, spec, _throughput_pays),
+        }
+        if baseline != "off":
+            entry["baseline"] = baseline
+        for what, pays in (("latency", _latency_pays), ("throughput", _throughput_pays)):
+            starts = _first_paying_crossover(off, spec, pays)
+            if starts is not None:
+                entry[f"{what}_starts"] = starts
+        out.append(entry)
     return out
 
 
-__all__ = ["WorkloadSpec", "run_one", "run_rate_sweep", "get_saturation_rate_per_s", "get_crossovers", "THROUGHPUT_TIE",
+def parse_concurrencies(text: str) -> list[int]:
+    """'1..64' (doublings, the end included), '1,2,4' or '8': closed-loop clients."""
+    from ..scenario.inputs import check_positive_int
+
+    text = str(text).strip()
+    try:
+        if ".." in text:
+            lo, hi = (int(x) for x in text.split("..", 1))
+            if not 0 < lo <= hi:
+                raise ValueError
+            values, v = [], lo
+            while v <= hi and len(values) < 64:
+                values.append(v)
+                v *= 2
+            if values[-1] < hi:
+                values.append(hi)
+        else:
+            values = [int(x) for x in text.split(",") if x.strip()]
+    except ValueError:
+        raise InputError(f"--concurrency {text!r}: use a client count (8), a list (1,2,4) or a range (1..64)") from None
+    if not values:
+        raise InputError(f"--concurrency {text!r}: give at least one client count")
+    return sorted({check_positive_int(v, "--concurrency", 1_000_000) for v in values})
+
+
+__all__ = ["WorkloadSpec", "run_one", "run_rate_sweep", "parse_concurrencies", "get_saturation_rate_per_s", "get_crossovers", "THROUGHPUT_TIE",
            "DEFAULT_REQUESTS"]
 
 

@@ -22,7 +22,8 @@ def render_rate_sweep(rows: list[dict], crossovers: list[dict], console, title: 
         by_policy.setdefault(row["policy"], []).append(row)
     for policy, policy_rows in by_policy.items():
         table = Table(title=escape(f"{title}: policy {policy}"))
-        columns = ("rate/s", "out tok/s", "goodput req/s", "TTFT p50 / p99 ms", "TPOT p50 / p99 ms",
+        closed = any(r.get("concurrency") is not None for r in policy_rows)
+        columns = ("clients" if closed else "rate/s", "out tok/s", "goodput req/s", "TTFT p50 / p99 ms", "TPOT p50 / p99 ms",
                    "ITL p99 ms", "latency p50 / p99 s", "batch", "k", "KV use", "preempt")
         intervals = any(r.get("interval") for r in policy_rows)  # a measured profile: the step model's 90 % interval
         for column in columns + (("p50 TTFT / TPOT 90 % interval ms",) if intervals else ()):
@@ -33,7 +34,8 @@ def render_rate_sweep(rows: list[dict], crossovers: list[dict], console, title: 
                 f"{_ms(band['ttft_s']['p50'][0])}-{_ms(band['ttft_s']['p50'][1])} / "
                 f"{_ms(band['tpot_s']['p50'][0])}-{_ms(band['tpot_s']['p50'][1])}",))
             table.add_row(
-                "trace" if r["rate_per_s"] is None else f"{r['rate_per_s']:g}", f"{r['output_tokens_per_s']:,.0f}",
+                str(r["concurrency"]) if closed else "trace" if r["rate_per_s"] is None else f"{r['rate_per_s']:g}",
+                f"{r['output_tokens_per_s']:,.0f}",
                 f"{r['goodput_requests_per_s']:,.2f}", f"{_ms(r['ttft_s']['p50'])} / {_ms(r['ttft_s']['p99'])}",
                 f"{_ms(r['tpot_s']['p50'])} / {_ms(r['tpot_s']['p99'])}", _ms(r["itl_s"]["p99"]),
                 f"{_s(r['latency_s']['p50'])} / {_s(r['latency_s']['p99'])}", f"{r['mean_batch']:.1f}",
@@ -43,6 +45,13 @@ def render_rate_sweep(rows: list[dict], crossovers: list[dict], console, title: 
         parts = []
         for what in ("latency", "throughput"):
             at = c[what]
-            parts.append(f"{what}: pays at every rate" if at is None else
-                         f"{what}: stops paying from {at['rate_per_s']:g} req/s (batch {at['mean_batch']:.0f})")
-        console.print(f"[bold]{escape(c['policy'])}[/] vs off -- " + "; ".join(parts))
+            parts.append(f"{what}: pays at every load" if at is None else
+                         f"{what}: stops paying from {_load(at)} (batch {at['mean_batch']:.0f})")
+            starts = c.get(f"{what}_starts")
+            if starts is not None:
+                parts.append(f"{what}: starts paying from {_load(starts)} (batch {starts['mean_batch']:.0f})")
+        console.print(f"[bold]{escape(c['policy'])}[/] vs {escape(c.get('baseline', 'off'))} -- " + "; ".join(parts))
+
+
+def _load(at: dict) -> str:
+    return f"{at['concurrency']} clients" if "concurrency" in at else f"{at['rate_per_s']:g} req/s"

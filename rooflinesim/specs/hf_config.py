@@ -165,8 +165,9 @@ def _moe_and_mla_blocks(config: _Config, model_type: str) -> dict:
 
 
 def _sliding_window(config: _Config, model_type: str) -> int | None:
-    window = config.int("sliding_window", None)
-    if window is None:
+    # transformers writes 0 for "no window" (Qwen2-MoE's config with use_sliding_window false)
+    window = config.int("sliding_window", None, minimum=0)
+    if not window:
         return None
     if model_type in ("qwen2", "qwen2_moe") and not config.bool("use_sliding_window", False):
         return None

@@ -1,4 +1,4 @@
-"""The schema of a measured profile (written by `rooflinesim calibrate`, read by rooflinesim.calibrate.profile): the
+"""The schema of a measured profile (written by `rooflinesim calibrate`, read by rooflinesim.specs.profiles): the
 `measured` block of a HardwareSpec.
 
 Every number is finite and every fitted coefficient non-negative, so a hand-edited or corrupted profile cannot
@@ -21,7 +21,7 @@ from ..units import normalize_dtype
 ELEMENTWISE_FAMILIES = ("norm", "rope", "mlp_act", "residual", "kv_cache_write", "embedding", "sample", "accept_rule")
 #: DtypeProfile.attention keys: one query token per sequence (decode) or several (verify), per head_dim.
 ATTENTION_FIT_KINDS = ("decode", "multi")
-#: The machine-speed anchors `calibrate` times and every measured validation re-times (rooflinesim.calibrate.anchor).
+#: The machine-speed anchors `calibrate` times and every measured validation re-times (rooflinesim.calibrate.measure.anchor).
 ANCHOR_NAMES = ("gemm", "forward", "stream")
 _ATTENTION_KEY = re.compile(r"^(decode|multi)_d([1-9][0-9]*)$")
 
@@ -32,6 +32,24 @@ def parse_attention_key(key: str) -> tuple[str, int]:
     if not match:
         raise ValueError(f"attention key {key!r} is not of the form '<decode|multi>_d<head_dim>', e.g. 'decode_d128'")
     return match.group(1), int(match.group(2))
+
+
+class ModelTerms(SpecModel):
+    """One model's own terms fitted on top of the device profile (`calibrate --model`): its steps measured at a few
+    (batch, context, new tokens) points are priced as scale x (the device profile's price) + step_overhead_s. They
+    carry what the model's implementation does that the device profile's per-op prices do not (its dispatch count,
+    its cache, its kernels)."""
+
+    source: str = Field(description="the config.json, checkpoint folder or model name that was timed")
+    implementation: str = Field(description="the code that ran it: hf (transformers) or reference (calibrate/model.py)")
+    scale: float = Field(ge=0.2, le=5.0)
+    step_overhead_s: float = Field(ge=0)
+    batches: IntTuple
+    contexts: IntTuple
+    new_tokens: IntTuple
+    median_abs_rel_residual: float = Field(ge=0, description="on the timed points")
+    check_median_abs_rel_error: Optional[float] = Field(
+        None, ge=0, description="on the points it did not time, measured right after the fit")
 
 
 class Provenance(SpecModel):
@@ -56,8 +74,10 @@ class Provenance(SpecModel):
     shapes_of: StrTuple = Field(
         (), description="models whose own linear weight shapes were calibrated too (`calibrate --shapes-of`): the "
                         "profile prices them from their own tables, and is no hold-out for them")
+    model_terms: Optional[dict[str, dict[str, ModelTerms]]] = Field(
+        None, description="model name -> dtype -> the model's own fitted terms (`calibrate --model`)")
     anchor_s: Optional[dict[str, float]] = Field(
-        None, description="the machine-speed anchors (rooflinesim.calibrate.anchor) timed during the run (s); "
+        None, description="the machine-speed anchors (rooflinesim.calibrate.measure.anchor) timed during the run (s); "
                           "absent in profiles measured before they existed")
 
     @field_validator("anchor_s")
@@ -151,7 +171,7 @@ class DtypeProfile(SpecModel):
     in_model_layer_overhead_s: float = Field(
         0.0, ge=0,
         description="what a layer of a real model costs beyond its ops timed alone and the tiny decoders' dispatch "
-                    "(rooflinesim.calibrate.fit_profile.fit_overheads); 0 in profiles measured before it existed")
+                    "(rooflinesim.calibrate.fitting.fit_profile.fit_overheads); 0 in profiles measured before it existed")
     residuals: dict[str, float] = Field(default_factory=dict)
     runs: Optional[int] = Field(None, ge=1, description="calibration runs pooled into this profile (`calibrate "
                                                        "--merge`); absent: one")

@@ -1,6 +1,6 @@
 """The schema of the JSON report `rooflinesim validate` writes, and its loader (pydantic; no torch, no matplotlib).
 
-`rooflinesim.calibrate.validate` (torch) measures and builds the report; this module says what a report is, so that
+`rooflinesim.calibrate.validators.validate` (torch) measures and builds the report; this module says what a report is, so that
 writing it, charting it and reading it back in a test or a notebook all agree without importing torch. Every model
 is frozen and rejects unknown keys. Times are seconds (`_s`), speedups and relative errors dimensionless, token
 counts tokens.

@@ -114,6 +114,7 @@ class MeasuredTiming:
     name: str = "measured"
     step_weight_bytes: np.ndarray | None = None
     co_resident_weight_bytes: float = 0.0
+    model_terms: dict | None = None  # dtype -> ModelTerms of the model being priced (`calibrate --model`)
 
     @classmethod
     def from_spec(cls, hw: HardwareSpec) -> "MeasuredTiming":
@@ -134,6 +135,14 @@ class MeasuredTiming:
         """Bound to one step: the weights its ops read (plus any co-resident model's) are its cache working set."""
         weight_bytes = sum(op.count * np.asarray(op.weight_bytes, dtype=float) for op in ops)
         return replace(self, step_weight_bytes=np.asarray(weight_bytes, dtype=float) + self.co_resident_weight_bytes)
+
+    def for_model(self, model) -> "MeasuredTiming":
+        """Bound to one model: its own fitted terms (`calibrate --model`), where the profile has them."""
+        terms = (self.hw.measured.provenance.model_terms or {}).get(getattr(model, "name", None)) or None
+        return replace(self, model_terms=terms)
+
+    def _terms(self, compute_dtype: str):
+        return (self.model_terms or {}).get(normalize_dtype(compute_dtype))
 
     def with_co_resident(self, weight_bytes: float) -> "MeasuredTiming":
         """Another model's weights pass through the caches between this model's steps (draft and target in a
@@ -224,6 +233,9 @@ class MeasuredTiming:
             per = np.maximum(op.flops / prof.peak_flops_per_s, op.bytes / prof.gemv_bandwidth_bytes_per_s)
             per = per + prof.linear_overhead_s
         scale = 1.0 if op.name in AFTER_FORWARD_OPS else prof.in_model_scale
+        terms = self._terms(compute_dtype)
+        if terms is not None and op.name not in AFTER_FORWARD_OPS:
+            scale = scale * terms.scale
         time = op.count * np.asarray(per, dtype=float) * scale
         time = np.broadcast_to(time, np.broadcast(time, compute).shape).astype(float)
         overhead = np.maximum(time - np.maximum(compute, memory), 0.0)
@@ -280,6 +292,9 @@ class MeasuredTiming:
         # step's weights stay cached (the acceptance loop's 2.4 MB pair), all of it for a cold one
         in_model = prof.in_model_layer_overhead_s * (1.0 - np.asarray(self._cache_warmth(prof), dtype=float))
         total = np.maximum(num_layers * (prof.layer_overhead_s + in_model) + prof.step_overhead_s, 0.0)
+        terms = self._terms(compute_dtype)
+        if terms is not None:  # the model's own: the fit priced its whole step as scale x price + overhead
+            total = total * terms.scale + terms.step_overhead_s
         return float(total.reshape(-1)[0]) if total.size == 1 else total
 
     def get_warnings(self, ops: list[OpCost], compute_dtype: str) -> list[str]:

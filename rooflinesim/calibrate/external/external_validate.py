@@ -1,0 +1,172 @@
+"""`rooflinesim validate --family hf,gptfast,project`: decode steps of hold-out implementations against a profile.
+
+Families:
+
+* `hf`: Hugging Face `transformers` decoders over their own DynamicCache (`calibrate.hf_holdout`; needs the `hf`
+  extra);
+* `gptfast`: the gpt-fast-style decoder (`calibrate.gptfast_model`);
+* `project`: the project's own randomised hold-out family on its reference decoder (`calibrate.validate_family`),
+  for comparison on the same machine in the same minutes;
+* `model`: the user's model of `calibrate --model` (validate's `--model`) at the points that calibration did not
+  time, priced with its fitted terms (`calibrate.model_terms`).
+
+Each family's summary has the median and p90 absolute error of the calibrated prediction (and of the uncalibrated
+roofline), the share of measurements inside their 90 % interval, and the interval's median half-width relative to
+the prediction (the issue's goal: >= 80 % inside, no wider than +-25 %).
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import json
+import time
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from ...errors import InputError
+from ...fileio import write_text_atomic
+from ...specs.registry import load_hardware
+from ...specs.profiles import load_profile
+from ..measure.timers import Device, Timer
+from ..validators.validate_summary import ape, summarise
+
+FAMILIES = ("hf", "gptfast", "project", "model")
+
+
+def parse_families(text: str) -> tuple[str, ...]:
+    names = tuple(dict.fromkeys(n.strip() for n in text.split(",") if n.strip()))
+    unknown = [n for n in names if n not in FAMILIES]
+    if unknown or not names:
+        raise InputError(f"--family takes a comma-separated list of {', '.join(FAMILIES)}; got {text!r}")
+    return names
+
+
+def summarise_family(rows: list[dict]) -> dict:
+    """Errors, interval coverage and interval width of one family's rows."""
+    out = {"calibrated": summarise([ape(r["predicted_s"], r["measured_s"]) for r in rows]),
+           "roofline": summarise([ape(r["roofline_s"], r["measured_s"]) for r in rows]),
+           "median_signed_error": float(np.median([r["predicted_s"] / r["measured_s"] - 1 for r in rows])),
+           "coverage": None, "interval_half_width": None}
+    with_interval = [r for r in rows if r.get("predicted_low_s") is not None]
+    if with_interval:
+        out["coverage"] = float(np.mean([r["predicted_low_s"] <= r["measured_s"] <= r["predicted_high_s"]
+                                         for r in with_interval]))
+        out["interval_half_width"] = float(np.median([(r["predicted_high_s"] - r["predicted_low_s"]) / 2
+                                                      / r["predicted_s"] for r in with_interval]))
+    return out
+
+
+def _base_hardware(hw):
+    try:
+        return load_hardware(hw.measured.base_hardware)
+    except Exception:  # no shipped spec for this device: the profile's own fitted peaks
+        return hw
+
+
+def run_external_validation(profile_path: str, device: Device, dtype: str | None, families=("hf",),
+                            quick: bool = False, tiny: bool = False, seed: int = 0, progress: bool = True,
+                            hf_overrides: dict | None = None, hf_entries=None, gptfast_specs=None,
+                            model_source: str | None = None) -> dict:
+    """Measure the families' decode steps on `device` and compare with the profile's predictions."""
+    from .hf_holdout import HF_HOLD_OUTS, HfGrid, measure_hf_family, require_transformers
+    from .gptfast_model import measure_gptfast_family
+    from ..validators.validate_family import FamilyGrid, measure_family
+
+    hw = load_profile(profile_path)
+    measured = hw.measured
+    dtype = dtype or measured.provenance.dtypes[0]
+    if dtype not in measured.dtypes:
+        raise InputError(f"{profile_path} measured {', '.join(measured.dtypes)}, not {dtype}")
+    if measured.provenance.device_kind != device.kind:
+        raise InputError(f"{profile_path} was measured on {measured.provenance.device_name}, not on a {device.kind} "
+                         "device: validate it where it was measured")
+    if "hf" in families:
+        require_transformers()
+    base = _base_hardware(hw)
+    grid = HfGrid.make(quick, tiny)
+    timer = Timer(device)
+    started = time.perf_counter()
+    rows: list[dict] = []
+    log = print if progress else (lambda *a, **k: None)
+    from ..measure.anchor import Anchor, compare_anchor
+
+    anchor = Anchor(device) if not tiny else None  # is the machine as fast now as when the profile was measured?
+    anchors = [anchor.time_s()] if anchor else []
+    with torch.inference_mode():
+        for family in families:
+            t0 = time.perf_counter()
+            if family == "hf":
+                rows += measure_hf_family(hw, base, device, dtype, grid, timer, hf_entries or HF_HOLD_OUTS,
+                                          config_overrides=hf_overrides)
+            elif family == "gptfast":
+                rows += measure_gptfast_family(hw, base, device, dtype, grid, timer, gptfast_specs)
+            elif family == "model":
+                from .model_terms import measure_model_family
+
+                rows += measure_model_family(hw, base, model_source, device, dtype, timer, tiny)
+            else:
+                own = measure_family(hw, base, device, dtype, FamilyGrid.make(quick, tiny), timer,
+                                     grid.min_calls, grid.min_time_s, seed)
+                rows += [{**r, "family": "project"} for r in own]
+            log(f"validate --family: {family} measured in {time.perf_counter() - t0:.0f} s")
+    if anchor:
+        anchors.append(anchor.time_s())
+    summary = {f: summarise_family([r for r in rows if r["family"] == f]) for f in families}
+    by_model = {}
+    for r in rows:
+        by_model.setdefault(r["model"], []).append(r)
+    return {
+        "kind": "external-hold-out",
+        "profile": str(profile_path), "device": device.name, "threads": device.threads, "dtype": dtype,
+        "profile_quick": bool(measured.provenance.quick),
+        "created": _dt.datetime.now(_dt.timezone.utc).replace(microsecond=0).isoformat(),
+        "families": list(families), "quick": quick, "configs": rows, "summary": summary,
+        "by_model": {m: summarise_family(rs) for m, rs in by_model.items()},
+        "anchor": compare_anchor(measured.provenance.anchor_s, anchors, ["start", "end"]) if anchors else None,
+        "duration_s": round(time.perf_counter() - started, 1),
+        "notes": "measured_s: median of the faster half of the individual step calls (measured_median_s: plain "
+                 "median); predicted_low_s / _high_s: the calibrated 90 % interval; interval_half_width: median of "
+                 "(high - low) / 2 / predicted.",
+    }
+
+
+def print_external_report(report: dict, console=None) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
+    console = console or Console()
+    table = Table(title=f"validate --family ({report['dtype']}) on {report['device']}: {report['profile']}")
+    table.add_column("family / model", no_wrap=True)
+    for col in ("n", "median err", "p90 err", "signed", "roofline median", "in 90 % interval",
+                "interval +-"):
+        table.add_column(col, justify="right")
+
+    def add(name, s):
+        cov = "-" if s["coverage"] is None else f"{s['coverage']:.0%}"
+        width = "-" if s["interval_half_width"] is None else f"{s['interval_half_width']:.0%}"
+        table.add_row(name, str(s["calibrated"]["n"]), f"{s['calibrated']['median_ape']:.1%}",
+                      f"{s['calibrated']['p90_ape']:.1%}", f"{s['median_signed_error']:+.1%}",
+                      f"{s['roofline']['median_ape']:.1%}", cov, width)
+    for family, s in report["summary"].items():
+        add(f"[bold]{family}[/]", s)
+        for model in dict.fromkeys(r["model"] for r in report["configs"] if r["family"] == family):
+            add(f"  {model}", report["by_model"][model])
+    console.print(table)
+    anchor = report.get("anchor")
+    if anchor and anchor.get("median_ratio"):
+        ratios = ", ".join(f"{k} {v:.2f}x" for k, v in anchor["median_ratio"].items())
+        verdict = "" if anchor["matches_profile"] else " (outside tolerance: the machine was not as fast as when " \
+            "the profile was measured; errors measure the machine's state as much as the model)"
+        console.print(f"machine speed vs the profile (anchor time now / then): {ratios}{verdict}")
+
+
+def combine_external_reports(reports: list[dict]) -> dict:
+    first = dict(reports[0])
+    first["by_dtype"] = {r["dtype"]: r for r in reports}
+    return first
+
+
+def write_external_report(report: dict, out_dir, stem: str) -> Path:
+    return write_text_atomic(Path(out_dir) / f"{stem}.json", json.dumps(report, indent=1) + "\n")

@@ -1,0 +1,145 @@
+"""What `rooflinesim calibrate` measures, as named records, and the samples collected for them (no torch).
+
+Every timed configuration is identified by one frozen key record per benchmark family; `Results` maps each key to
+the individual call times (s) collected over all passes, and `Timing` summarises one configuration's calls. The
+benchmarks (`calibrate.measure.benchmarks`, torch) produce them and the fit (`calibrate.fitting.fit_profile`,
+numpy / scipy) reads them, so this module is importable without torch.
+
+The keys are frozen dataclasses rather than tuples so that keys of different families can never compare equal and
+every field is read by name.
+"""
+
+from __future__ import annotations
+
+import statistics
+from dataclasses import dataclass, field
+from typing import Iterator, TypeVar, Union
+
+
+#: a run whose reference GEMV moved by more than this (relative) is flagged in its provenance
+DRIFT_FLAG = 0.15
+
+
+@dataclass(frozen=True)
+class LinearKey:
+    """F.linear(x[m, in_features], W[out_features, in_features]) with cold (rotated) weights."""
+
+    in_features: int
+    out_features: int
+    m: int  # rows of x: tokens in the step
+
+
+@dataclass(frozen=True)
+class AttentionKey:
+    """Masked SDPA over the decoder's KV-cache layout: `query_tokens` new tokens against `context_tokens` cached."""
+
+    heads: int
+    kv_heads: int
+    head_dim: int
+    batch: int
+    context_tokens: int
+    query_tokens: int  # 1 = decode, > 1 = verify
+
+
+@dataclass(frozen=True)
+class ElementwiseKey:
+    """One elementwise op family (norm, rope, mlp_act, residual, kv_cache_write, embedding) of a synthetic layer."""
+
+    family: str
+    hidden: int
+    heads: int
+    kv_heads: int
+    intermediate: int
+    tokens: int  # tokens in the step (batch x new tokens)
+
+
+@dataclass(frozen=True)
+class DecoderKey:
+    """A whole synthetic decoder (`plan.DECODER_SPECS[name]`) timed as one forward pass."""
+
+    name: str
+    batch: int
+    new_tokens: int
+
+
+@dataclass(frozen=True)
+class CacheKey:
+    """The cache-reuse GEMV with its weights rotating over `working_set_bytes` (B)."""
+
+    working_set_bytes: int
+
+
+@dataclass(frozen=True)
+class WarmLinearKey:
+    """F.linear(x[m, in_features], W[out_features, in_features]) with the weights rotating over a working set that
+    stays in the last-level cache (`plan.WARM_WORKING_SET_BYTES`): a small model's weights between its steps."""
+
+    in_features: int
+    out_features: int
+    m: int
+
+
+@dataclass(frozen=True)
+class SamplerKey:
+    """What runs after a forward pass: `kind` 'sample' (probabilities of `positions` logit rows per sequence, one draw
+    per sequence, the next step's books: `sampling.sample_and_advance`) or 'accept_rule' (the verify input, the exact
+    rule over `positions` = k drafts and the rollback: `sampling.verify_input` + `sampling.commit`), over a
+    vocabulary of `vocab`."""
+
+    kind: str
+    batch: int
+    positions: int
+    vocab: int
+
+
+MeasurementKey = Union[LinearKey, AttentionKey, ElementwiseKey, DecoderKey, CacheKey, WarmLinearKey, SamplerKey]
+KeyT = TypeVar("KeyT", LinearKey, AttentionKey, ElementwiseKey, DecoderKey, CacheKey, WarmLinearKey, SamplerKey)
+
+
+@dataclass(frozen=True)
+class Timing:
+    """Individual call times (s) of one configuration; median and relative spread."""
+
+    samples: tuple[float, ...]
+
+    @property
+    def median_s(self) -> float:
+        return statistics.median(self.samples)
+
+    @property
+    def estimate_s(self) -> float:
+        """The time used for fitting and comparison: the median of the faster half of the calls (about p25).
+
+        On a shared or virtualised CPU, other tenants and descheduled OpenMP threads add stalls of 4-120 ms to some
+        calls; the faster half's median is what the device does when it is not interrupted, and is reproducible
+        where the plain median is not. Calibration and validation use the same statistic.
+        """
+        xs = sorted(self.samples)
+        return statistics.median(xs[: max(1, (len(xs) + 1) // 2)])
+
+    @property
+    def spread(self) -> float:
+        """(p90 - p10) / median over the individual calls."""
+        xs = sorted(self.samples)
+        if len(xs) < 3:
+            return 0.0
+        lo = xs[int(0.1 * (len(xs) - 1))]
+        hi = xs[int(round(0.9 * (len(xs) - 1)))]
+        return (hi - lo) / max(self.median_s, 1e-12)
+
+
+@dataclass
+class Results:
+    """The call times (s) of one dtype's measurements, per key, accumulated over the passes of a run."""
+
+    samples: dict[MeasurementKey, list[float]] = field(default_factory=dict)
+
+    def add(self, key: MeasurementKey, timing: Timing) -> None:
+        self.samples.setdefault(key, []).extend(timing.samples)
+
+    def timing(self, key: MeasurementKey) -> Timing:
+        return Timing(tuple(self.samples[key]))
+
+    def keys_of(self, kind: type[KeyT]) -> Iterator[KeyT]:
+        """The keys of one family, in the order they were first measured."""
+        return (key for key in self.samples if isinstance(key, kind))

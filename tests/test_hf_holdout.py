@@ -1,0 +1,142 @@
+"""The hold-outs written outside the project: the Hugging Face builder (skipped without transformers), the
+gpt-fast-style decoder, and `validate --family` on tiny models (no timing is asserted)."""
+
+from __future__ import annotations
+
+import pytest
+
+torch = pytest.importorskip("torch")
+
+from rooflinesim.calibrate.external import gptfast_model as G  # noqa: E402
+from rooflinesim.calibrate.reference import model as M  # noqa: E402
+from rooflinesim.calibrate.fitting.plan import get_calibrated_shapes, get_linear_weight_shapes, synthetic_spec  # noqa: E402
+
+needs_hf = pytest.mark.skipif(__import__("importlib").util.find_spec("transformers") is None,
+                              reason="transformers not installed (pip install 'rooflinesim[hf]')")
+
+PROFILE = "calibrate/cpu-amd-epyc-2c-quick.yaml"
+
+
+def tiny_entries():
+    from rooflinesim.calibrate.external.hf_holdout import HfHoldOut
+
+    return (
+        HfHoldOut("tiny-hf-llama", "llama", dict(hidden_size=64, intermediate_size=96, num_hidden_layers=2,
+                                                 num_attention_heads=4, num_key_value_heads=2, vocab_size=300)),
+        HfHoldOut("tiny-hf-mistral", "mistral", dict(hidden_size=64, intermediate_size=96, num_hidden_layers=2,
+                                                     num_attention_heads=4, num_key_value_heads=1, head_dim=16,
+                                                     vocab_size=300, sliding_window=16)),
+        HfHoldOut("tiny-hf-qwen2moe", "qwen2_moe", dict(
+            hidden_size=64, intermediate_size=96, moe_intermediate_size=32, shared_expert_intermediate_size=48,
+            num_experts=4, num_experts_per_tok=2, num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=4,
+            vocab_size=300, decoder_sparse_step=1, mlp_only_layers=[])),
+    )
+
+
+@needs_hf
+def test_hf_hold_out_is_four_architectures_no_calibration_timed():
+    from rooflinesim.calibrate.external.hf_holdout import check_hf_hold_out
+
+    specs = check_hf_hold_out()
+    assert [s.architecture for s in specs] == ["llama", "qwen2", "mistral", "qwen2_moe"]
+    calibrated = get_calibrated_shapes()
+    for spec in specs:
+        assert not get_linear_weight_shapes(spec) & calibrated
+    assert specs[1].attention_bias and specs[1].tie_word_embeddings and specs[1].vocab_size == 151936
+    assert specs[2].sliding_window_tokens == 1024
+    assert specs[3].moe.num_experts == 8 and specs[3].moe.num_experts_per_token == 2
+    assert specs[3].sliding_window_tokens is None  # transformers writes sliding_window 0 there: no window
+
+
+@needs_hf
+@pytest.mark.parametrize("index", [0, 1, 2])
+def test_hf_spec_counts_the_parameters_transformers_builds(index):
+    """The ModelSpec read from the config prices the weights transformers really allocates."""
+    from rooflinesim.calibrate.external.hf_holdout import build_hf_model, make_config, spec_from_config
+
+    config = make_config(tiny_entries()[index])
+    model = build_hf_model(config, torch.float32)
+    spec = spec_from_config(config)
+    built = sum(p.numel() for p in model.parameters())
+    # the MoE router (hidden x experts per layer) and the shared expert's gate (hidden x 1) are not in the spec
+    router = spec.num_layers * spec.hidden_size * (spec.moe.num_experts + 1) if spec.moe else 0
+    assert 0 <= built - spec.params <= router
+
+
+@needs_hf
+def test_hf_decode_step_appends_one_token_to_the_same_cache_every_call():
+    from rooflinesim.calibrate.external.hf_holdout import HfDecodeStep, build_hf_model, make_config
+
+    for entry in tiny_entries():
+        model = build_hf_model(make_config(entry), torch.float32)
+        with torch.inference_mode():
+            step = HfDecodeStep(model, batch=2, context=24)
+            assert step.cache.get_seq_length() == 24
+            first = step()
+            assert step.cache.get_seq_length() == 25
+            step.reset()
+            assert step.cache.get_seq_length() == 24
+            again = step()
+        assert first.shape == (2, 1, 300)
+        torch.testing.assert_close(first, again)  # the reset cache is the filled one, not one token longer
+
+
+def test_gptfast_decoder_computes_the_reference_decoders_function():
+    """Independent code, same model: with the reference decoder's weights (q, k, v fused into wqkv) the gpt-fast-style
+    decoder gives the same logits token by token, so its timings are those of a correct Llama."""
+    spec = synthetic_spec("tiny-equiv", 64, 4, 2, 96, layers=2, vocab=128)
+    ref = M.build_decoder(spec, torch.float32, seed=3)
+    ours = G.Transformer(spec, eps=M.NORM_EPS, rope_base=M.ROPE_THETA).eval()
+    with torch.no_grad():
+        ours.tok_embeddings.weight.copy_(ref.embed.weight)
+        ours.output.weight.copy_(ref.lm_head.weight)
+        ours.norm.weight.copy_(ref.norm)
+        for a, b in zip(ours.layers, ref.layers):
+            a.attention.wqkv.weight.copy_(torch.cat([b.attn.q_proj.weight, b.attn.k_proj.weight,
+                                                     b.attn.v_proj.weight]))
+            a.attention.wo.weight.copy_(b.attn.o_proj.weight)
+            a.feed_forward.w1.weight.copy_(b.mlp.gate_proj.weight)
+            a.feed_forward.w3.weight.copy_(b.mlp.up_proj.weight)
+            a.feed_forward.w2.weight.copy_(b.mlp.down_proj.weight)
+            a.attention_norm.weight.copy_(b.attn_norm)
+            a.ffn_norm.weight.copy_(b.mlp_norm)
+    ref.setup_caches(1, 16)
+    ours.setup_caches(1, 16)
+    tokens = torch.randint(0, 128, (1, 6))
+    with torch.inference_mode():
+        for pos in range(6):
+            expected = ref(tokens[:, pos:pos + 1], torch.tensor([pos]), pos + 1)
+            got = ours(tokens[:, pos:pos + 1], torch.tensor([pos]))
+            torch.testing.assert_close(got, expected, rtol=1e-4, atol=1e-4)
+
+
+def test_gptfast_family_is_hold_out():
+    specs = G.get_gptfast_specs()
+    calibrated = get_calibrated_shapes()
+    assert len(specs) == 3 and all(not get_linear_weight_shapes(s) & calibrated for s in specs)
+    assert {s.num_attention_heads // s.num_kv_heads for s in specs} == {11, 4, 1}
+
+
+@needs_hf
+def test_validate_family_reports_each_family_beside_the_project(tmp_path):
+    from rooflinesim.calibrate.external.external_validate import run_external_validation, write_external_report
+    from rooflinesim.calibrate.measure.timers import select_device
+
+    tiny_gptfast = (synthetic_spec("tiny-gf", 96, 3, 1, 160, layers=2, vocab=500),)
+    report = run_external_validation(PROFILE, select_device("cpu", 1), "fp32", ("hf", "gptfast"), tiny=True,
+                                     progress=False, hf_entries=tiny_entries()[:2], gptfast_specs=tiny_gptfast)
+    assert set(report["summary"]) == {"hf", "gptfast"}
+    assert report["summary"]["hf"]["calibrated"]["n"] == 2 * 2 * 1  # two models x batches (1, 2) x one context
+    assert report["summary"]["gptfast"]["calibrated"]["n"] == 2
+    for family in report["summary"].values():
+        assert 0.0 <= family["coverage"] <= 1.0 and family["interval_half_width"] > 0
+    for row in report["configs"]:
+        assert row["measured_s"] > 0 and row["predicted_low_s"] <= row["predicted_s"] <= row["predicted_high_s"]
+    assert write_external_report(report, tmp_path, "r").is_file()
+
+
+def test_validate_family_refuses_an_unknown_family(capsys):
+    from rooflinesim.cli import main
+
+    assert main(["validate", "--family", "hf,vllm", "--profile", PROFILE]) == 2
+    assert "--family takes a comma-separated list of hf, gptfast, project" in capsys.readouterr().err

@@ -1,0 +1,100 @@
+"""`calibrate --model`: a user's own model timed at a few points, its terms fitted on top of the device profile,
+recorded in the provenance, applied to every price of that model, and checked by `validate --family model`."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import shutil
+
+import numpy as np
+import pytest
+
+from rooflinesim.calibrate.external.model_terms import fit_model_terms, with_model_terms
+from rooflinesim.scenario.builder import build_scenario
+from rooflinesim.specs.measured import ModelTerms
+from rooflinesim.specs.profiles import load_profile
+from rooflinesim.specs.registry import load_model
+from rooflinesim.step import get_workload_step
+
+PROFILE = "calibrate/cpu-amd-epyc-2c-quick.yaml"
+TINY_CONFIG = {"model_type": "llama", "_name_or_path": "my-tiny-llama", "hidden_size": 64, "intermediate_size": 96,
+               "num_hidden_layers": 2, "num_attention_heads": 4, "num_key_value_heads": 2, "vocab_size": 300,
+               "max_position_embeddings": 4096, "rms_norm_eps": 1e-5, "tie_word_embeddings": False}
+
+
+def _price(hw, spec, batch, context, q, dtype="fp32"):
+    sc = build_scenario(hw, spec, batch, context, weight_dtype=dtype, kv_dtype=dtype, activation_dtype=dtype,
+                        speculative=False, allow_long_context=True)
+    return float(np.asarray(get_workload_step(sc.hardware, spec, sc.workload, q, sc.timing, context,
+                                              batch).step_time_s).reshape(-1)[0])
+
+
+def test_fit_recovers_scale_and_overhead():
+    predicted = np.array([1e-3, 2e-3, 5e-3, 9e-3])
+    scale, overhead, residual = fit_model_terms(predicted, 1.3 * predicted + 4e-4)
+    assert scale == pytest.approx(1.3) and overhead == pytest.approx(4e-4) and residual == pytest.approx(0, abs=1e-9)
+
+
+def test_fit_drops_a_negative_overhead_and_keeps_the_scale():
+    predicted = np.array([1e-3, 2e-3, 4e-3])
+    scale, overhead, _ = fit_model_terms(predicted, 2.0 * predicted - 1e-4)
+    assert overhead == 0.0 and 1.5 < scale < 2.0
+
+
+def test_model_terms_price_that_model_only(tmp_path):
+    """scale x the device profile's price + overhead, for the named model in the named dtype, nothing else."""
+    hw = load_profile(PROFILE)
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps(TINY_CONFIG))
+    spec, other = load_model(str(path)), load_model("tiny-draft-2l")
+    terms = ModelTerms(source=str(path), implementation="reference", scale=1.5, step_overhead_s=2e-3,
+                       batches=(1,), contexts=(256,), new_tokens=(1,), median_abs_rel_residual=0.01)
+    fitted = with_model_terms(hw, spec.name, {"fp32": terms})
+    for batch, context, q in ((1, 256, 1), (8, 1024, 5)):
+        assert _price(fitted, spec, batch, context, q) == pytest.approx(1.5 * _price(hw, spec, batch, context, q)
+                                                                        + 2e-3)
+        assert _price(fitted, other, batch, context, q) == _price(hw, other, batch, context, q)
+    if "bf16" in hw.measured.dtypes:
+        assert _price(fitted, spec, 1, 256, 1, "bf16") == _price(hw, spec, 1, 256, 1, "bf16")
+    assert with_model_terms(fitted, spec.name, None).measured.provenance.model_terms is None
+
+
+@pytest.mark.parametrize("impl", ["reference", "hf"])
+def test_calibrate_model_writes_terms_that_validate_checks(tmp_path, impl, capsys):
+    pytest.importorskip("torch")
+    if impl == "hf" and importlib.util.find_spec("transformers") is None:
+        pytest.skip("transformers not installed")
+    from rooflinesim.calibrate.external.external_validate import run_external_validation
+    from rooflinesim.calibrate.external.model_terms import run_model_calibration
+    from rooflinesim.specs.profiles import write_profile
+    from rooflinesim.calibrate.measure.timers import select_device
+
+    folder = tmp_path / "ckpt"
+    folder.mkdir()
+    (folder / "config.json").write_text(json.dumps(TINY_CONFIG))
+    device = select_device("cpu", 1)
+    fitted, report = run_model_calibration(load_profile(PROFILE), str(folder), device, ["fp32"], impl=impl,
+                                           tiny=True, passes=1, log=lambda *a: None)
+    terms = fitted.measured.provenance.model_terms["my-tiny-llama"]["fp32"]
+    assert terms.implementation == impl and 0.2 <= terms.scale <= 5.0 and terms.step_overhead_s >= 0
+    assert terms.check_median_abs_rel_error is not None and len(terms.batches) == 4
+    rows = report["dtypes"]["fp32"]["rows"]
+    assert sum(r["timed"] for r in rows) == 4 and sum(not r["timed"] for r in rows) == 2
+    out = write_profile(fitted, tmp_path / "with-terms.yaml")
+    assert load_profile(out).measured.provenance.model_terms["my-tiny-llama"]["fp32"] == terms
+    checked = run_external_validation(str(out), device, "fp32", ("model",), tiny=True, progress=False,
+                                      model_source=str(folder))
+    assert checked["summary"]["model"]["calibrated"]["n"] == 2
+    assert all(r["model_terms"] and r["measured_s"] > 0 for r in checked["configs"])
+
+
+def test_cli_calibrate_model_refuses_hf_for_a_model_name(tmp_path, capsys):
+    pytest.importorskip("torch")
+    from rooflinesim.cli import main
+
+    shutil.copy(PROFILE, tmp_path / "p.yaml")
+    code = main(["calibrate", "--model", "tiny-draft-2l", "--impl", "hf", "--profile", str(tmp_path / "p.yaml"),
+                 "--dtype", "fp32", "--no-progress"])
+    assert code == 2
+    assert "--impl hf needs a Hugging Face config.json or checkpoint folder" in capsys.readouterr().err
