@@ -20,7 +20,10 @@ How rows are priced (no row-specific constant enters a prediction):
 - the row's engine goes to `build_scenario(engine=...)` and `simulate(engine=...)` only where those accept it (the
   engine model may not exist yet); where it does not, or the engine is unknown to it, the ideal roofline prices the row
   and the output says so.
-- trees, self-speculation, closed-loop concurrency and unshipped hardware/models are listed as not yet priceable.
+- trees (`tree=`), self-speculation with a bounded draft KV (`drafter='self', draft_kv_budget=`) and closed-loop
+  concurrency (`simulate(concurrency=)`) are priced where the installed rooflinesim accepts those keywords (issue 23);
+  otherwise, and for a tree or budget the source does not state or unshipped hardware/models, the row is listed as not
+  yet priceable with the reason.
 """
 
 from __future__ import annotations
@@ -74,13 +77,34 @@ def engine_kwargs(fn, row: dict) -> dict:
     return {"engine": row["engine"]} if _accepts(fn, "engine") and row.get("engine") else {}
 
 
+def can_price(shape: str) -> bool:
+    """Whether the installed rooflinesim expresses a drafting or load shape (issue 23 adds them)."""
+    if shape == "tree":
+        return _accepts(build_scenario, "tree")
+    if shape == "self":
+        return _accepts(build_scenario, "draft_kv_budget")
+    if shape == "concurrency":
+        return _accepts(simulate, "concurrency")
+    return True
+
+
+def _draft_kv_budget(row: dict):
+    return row.get("draft_kv_budget") or row.get("pricing_draft_kv_budget")
+
+
 def not_priceable_reason(row: dict) -> str | None:
     """Why the tool cannot express this row yet (None: it can)."""
     if row.get("drafting") == "tree":
-        return "tree drafting (issue 23: --tree)"
+        if not can_price("tree"):
+            return "tree drafting (issue 23: --tree)"
+        if None in (row["tree"].get("depth"), row["tree"].get("topk"), row["tree"].get("draft_tokens")):
+            return "tree configuration not stated by the source"
     if row.get("drafting") == "self":
-        return "self-speculation with a bounded draft KV (issue 23: --drafter self --draft-kv-budget)"
-    if row.get("load") == "concurrency":
+        if not can_price("self"):
+            return "self-speculation with a bounded draft KV (issue 23: --drafter self --draft-kv-budget)"
+        if not _draft_kv_budget(row):
+            return "draft KV budget not stated by the source"
+    if row.get("load") == "concurrency" and not can_price("concurrency"):
         return "closed-loop concurrency (issue 23: serve --concurrency)"
     try:
         load_hardware(row["hardware"])
@@ -93,7 +117,8 @@ def not_priceable_reason(row: dict) -> str | None:
             load_model(name)
         except (SpecError, InputError):
             return f"model {name!r} not shipped"
-    if row.get("drafting") == "chain" and row.get("drafter") not in DRAFTER_KWARGS and not row.get("draft_model"):
+    if row.get("drafting") in ("chain", "tree") and row.get("drafter") not in DRAFTER_KWARGS and \
+            not row.get("draft_model"):
         return f"drafter {row.get('drafter')!r} not modelled"
     return None
 
@@ -110,7 +135,16 @@ def _build(row: dict, ctx=None, batch=1, **extra):
 
 
 def _spec_extra(row: dict, alpha: float) -> dict:
+    """The drafting keywords of build_scenario for the row: a chain of k, a tree (SGLang's steps, top-k and
+    num_draft_tokens, which counts the root: the row's draft tokens + 1; k counts the tree's draft tokens) or
+    self-speculation with a bounded draft KV."""
     extra = dict(alpha=alpha, k=row["k"])
+    if row.get("drafting") == "self":
+        extra.update(drafter="self", draft_kv_budget=int(_draft_kv_budget(row)))
+        return extra
+    if row.get("drafting") == "tree":
+        tree = row["tree"]
+        extra.update(tree=f"{tree['depth']},{tree['topk']},{tree['draft_tokens'] + 1}", k=tree["draft_tokens"])
     if row.get("draft_model"):
         extra["draft"] = row["draft_model"]
     else:
@@ -159,13 +193,30 @@ def predict_rate_speedup(row: dict, alpha: float, rate: float | None = None) -> 
     scenario, engine = _build(row, 4096, 1, **_spec_extra(row, alpha))
     rate = rate or row["rate_per_s"]
     off = _simulate(row, scenario, engine, rate, SERVE_REQUESTS_FOR_SPEC, "off")
-    spec = _simulate(row, scenario, engine, rate, SERVE_REQUESTS_FOR_SPEC, f"fixed:{row['k']}")
+    spec = _simulate(row, scenario, engine, rate, SERVE_REQUESTS_FOR_SPEC, f"fixed:{_spec_extra(row, alpha)['k']}")
     return float(np.mean(off.latency_s) / np.mean(spec.latency_s))
+
+
+def predict_concurrency_speedup(row: dict, alpha: float, concurrency: int | None = None) -> float:
+    """Closed loop of C clients (`simulate(concurrency=C)`): per-user output rate with / without speculation."""
+    scenario, engine = _build(row, 4096, 1, **_spec_extra(row, alpha))
+    c = int(concurrency or row["concurrency"])
+    prompt, output = get_length_distributions(row)
+    reqs = generate_requests(max(8 * c, 64), 1.0, prompt, output, seed=0)
+    kwargs = engine if _accepts(simulate, "engine") else {}
+
+    def per_user(policy):
+        result = simulate(scenario, reqs, policy, ServeConfig(), concurrency=c, **kwargs)
+        return float(np.mean(result.output_tokens / result.latency_s))
+
+    return per_user(f"fixed:{_spec_extra(row, alpha)['k']}") / per_user("off")
 
 
 def predict_speedup(row: dict, alpha: float, load=None) -> float:
     if row["load"] == "batch":
         return predict_batch_speedup(row, alpha, load)
+    if row["load"] == "concurrency":
+        return predict_concurrency_speedup(row, alpha, load)
     return predict_rate_speedup(row, alpha, load)
 
 
@@ -230,7 +281,8 @@ def run_spec(rows: list[dict]) -> dict:
         fitted = bool(row.get("fitted_on"))
         engine = _build(row)[1].get("engine", "ideal")
         results.append(dict(row=row, predicted=predicted, error=error, fitted=fitted, engine=engine))
-        load = f"b{row['batch']}" if row["load"] == "batch" else f"{row['rate_per_s']:g}/s"
+        load = {"batch": f"b{row.get('batch')}", "rate": f"{row.get('rate_per_s')}/s",
+                "concurrency": f"c{row.get('concurrency')}"}[row["load"]]
         print(f"{row['id']:62s} {load:>8s} {engine:>8s} {alphas[row['series']]:6.3f} {row['measured']:9.3f} "
               f"{predicted:9.3f} {error:+7.3f}{'  (fit)' if fitted else ''}")
     print("\nnot yet priceable:")
@@ -265,10 +317,22 @@ def run_break_even(rows: list[dict], alphas: dict[str, float]) -> None:
             continue
         grid = BATCH_GRID if entry["load"] == "batch" else list(range(1, 4 * entry["published_first_losing"] + 1))
         predicted = next((x for x in grid if predict_speedup(row, alphas[entry["series"]], x) < 1.0), None)
-        published = entry["published_first_losing"]
-        ratio = f"{predicted / published:.2f}x the published" if predicted else f"none up to {grid[-1]}"
-        print(f"  {entry['series']} ({entry['load']}): published first losing {published} (last paying "
-              f"{entry.get('published_last_paying')}), predicted {predicted} -> {ratio}")
+        print(f"  {entry['series']} ({entry['load']}): published first losing {entry['published_first_losing']} "
+              f"(last paying {entry.get('published_last_paying')}), predicted {predicted} -> "
+              f"{describe_break_even(predicted, entry, grid[-1])}")
+
+
+def describe_break_even(predicted, entry: dict, top) -> str:
+    """Where the predicted first losing load lies against the published bracket (last paying, first losing]."""
+    first, last = entry["published_first_losing"], entry.get("published_last_paying")
+    if predicted is None:
+        return f"none up to {top}"
+    if last is not None and last < predicted <= first:
+        return "inside the published bracket"
+    if predicted > first:
+        return f"{predicted / first:.2f}x the published first losing load (too late)"
+    low = last if last is not None else first
+    return f"{predicted / low:.2f}x the {'last paying' if last is not None else 'first losing'} load (too early)"
 
 
 METRIC_KIND = {"requests_per_s": "throughput", "output_tokens_per_s": "throughput", "median_tpot_s": "tpot",

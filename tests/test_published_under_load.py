@@ -130,12 +130,27 @@ def test_serving_benchmark_counts(serve_rows):
     assert {"requests_per_s", "output_tokens_per_s", "median_ttft_s", "median_tpot_s"} <= kinds
 
 
-def test_unexpressible_shapes_are_listed_not_priced(bench, spec_rows):
+def test_unexpressible_shapes_are_listed_not_priced(bench, spec_rows, monkeypatch):
     reasons = {r["id"]: bench.not_priceable_reason(r) for r in spec_rows}
+    assert sum(reason is None for reason in reasons.values()) >= 40
+    for row in spec_rows:
+        if row["drafting"] == "tree" and None in row["tree"].values():
+            assert reasons[row["id"]] == "tree configuration not stated by the source", row["id"]
+    # a rooflinesim without issue 23's keywords lists every tree, self and concurrency row instead of crashing
+    monkeypatch.setattr(bench, "can_price", lambda shape: shape not in {"tree", "self", "concurrency"})
     for row in spec_rows:
         if row["drafting"] in {"tree", "self"} or row["load"] == "concurrency":
-            assert reasons[row["id"]], row["id"]
-    assert sum(reason is None for reason in reasons.values()) >= 40
+            assert bench.not_priceable_reason(row), row["id"]
+
+
+def test_tree_and_self_rows_map_to_the_builder_keywords(bench, spec_rows):
+    tree_row = next(r for r in spec_rows if r["drafting"] == "tree" and r["tree"]["draft_tokens"] == 21)
+    extra = bench._spec_extra(tree_row, 0.6)
+    # SGLang's num_draft_tokens counts the root; k counts the verified draft tokens
+    assert extra["tree"] == "3,4,22" and extra["k"] == 21 and extra["drafter"] == "eagle"
+    self_row = next(r for r in spec_rows if r["drafting"] == "self")
+    extra = bench._spec_extra(self_row, 0.81)
+    assert extra["drafter"] == "self" and extra["draft_kv_budget"] == 512 and extra["k"] == self_row["k"]
 
 
 def test_engine_is_passed_only_where_accepted(bench):
@@ -193,3 +208,12 @@ def test_summary_reports_fitted_and_held_out_apart(bench):
     assert summary["speculation_speedup_error_x"]["not_yet_priceable_rows"] == 1
     assert summary["serving_relative_error"]["tpot"]["median"] == pytest.approx(0.3)
     assert summary["serving_relative_error"]["ttft"] == {"rows": 0, "median": None, "p90": None}
+
+
+@pytest.mark.parametrize("predicted,expected", [
+    (24, "inside the published bracket"), (64, "inside the published bracket"),
+    (128, "2.00x the published first losing load (too late)"), (8, "0.50x the last paying load (too early)"),
+    (None, "none up to 512")])
+def test_break_even_is_judged_against_the_published_bracket(bench, predicted, expected):
+    entry = {"published_first_losing": 64, "published_last_paying": 16}
+    assert bench.describe_break_even(predicted, entry, 512) == expected
