@@ -1,29 +1,17 @@
 """Speculation and serving under load against published measurements: prices every row of
 `benchmarks/published/speculation-under-load.yaml` and `benchmarks/published/serving-no-spec.yaml` through the public
-path and prints predicted vs measured, then median and p90 |error| for fitted and held-out rows apart, per source,
-and the break-even batch or rate where a source shows one.
+path (`build_scenario` / `predict_scenario` for batch rows, `rooflinesim.serve.simulate` for rate, all-at-once and
+concurrency rows) and prints predicted vs measured, median and p90 |error| for fitted and held-out rows apart and per
+source, and the break-even load where a source shows one. docs/accuracy.md describes the pricing and the figures.
 
-    python benchmarks/bench_under_load.py              # everything (a few minutes on 2 shared cores)
-    python benchmarks/bench_under_load.py --spec-only  # the speculation benchmark only
-    python benchmarks/bench_under_load.py --serve-only # the no-speculation serving benchmark only
+    python benchmarks/bench_under_load.py                  # both benchmarks (minutes on 2 shared cores)
+    python benchmarks/bench_under_load.py --spec-only      # speculation only (or --serve-only)
     python benchmarks/bench_under_load.py --json out.json  # also the headline figures as JSON
 
-How rows are priced (no row-specific constant enters a prediction):
-- batch rows with a chain drafter: `build_scenario` + `predict_scenario`, the speedup of the row's k at the row's
-  batch and context (`pricing_context_tokens`, else prompt + output / 2).
-- rate and all-at-once rows: `rooflinesim.serve.simulate` on Poisson arrivals (all-at-once: 1e6 requests/s, since
-  `serve` has no infinite rate), policy `off` against `fixed:k`; the speculation metric is the ratio of mean E2E
-  latencies. Lengths: the row's prompt/output tokens, else the dataset's (ShareGPT: the 202/179 averages the vLLM
-  v0.6.0 blog states; other datasets: an assumption the output names).
-- acceptance: the published one where the row has it, else one alpha per series, fitted (bisection) so that the
-  series' `fitted_on: [acceptance]` row is reproduced; every other row of the series is held out.
-- the row's engine goes to `build_scenario(engine=...)` and `simulate(engine=...)` only where those accept it (the
-  engine model may not exist yet); where it does not, or the engine is unknown to it, the ideal roofline prices the row
-  and the output says so.
-- trees (`tree=`), self-speculation with a bounded draft KV (`drafter='self', draft_kv_budget=`) and closed-loop
-  concurrency (`simulate(concurrency=)`) are priced where the installed rooflinesim accepts those keywords (issue 23);
-  otherwise, and for a tree or budget the source does not state or unshipped hardware/models, the row is listed as not
-  yet priceable with the reason.
+No row-specific constant enters a prediction. A series without a published acceptance gets one alpha, fitted on its
+`fitted_on: [acceptance]` row. Keywords the installed rooflinesim may lack (`engine=`, `tree=`, `draft_kv_budget=`,
+`concurrency=`) are passed only where `inspect.signature` shows them; a row the tool cannot express is listed as not
+yet priceable with the reason, and a row whose engine the tool does not model is priced `ideal` and marked so.
 """
 
 from __future__ import annotations
@@ -106,19 +94,13 @@ def not_priceable_reason(row: dict) -> str | None:
             return "draft KV budget not stated by the source"
     if row.get("load") == "concurrency" and not can_price("concurrency"):
         return "closed-loop concurrency (issue 23: serve --concurrency)"
-    try:
-        load_hardware(row["hardware"])
-    except (SpecError, InputError):
-        return f"hardware {row['hardware']!r} not shipped"
-    for name in (row["model"], row.get("draft_model")):
-        if name is None:
-            continue
+    for kind, loader, name in (("hardware", load_hardware, row["hardware"]), ("model", load_model, row["model"]),
+                               ("model", load_model, row.get("draft_model"))):
         try:
-            load_model(name)
+            name is None or loader(name)
         except (SpecError, InputError):
-            return f"model {name!r} not shipped"
-    if row.get("drafting") in ("chain", "tree") and row.get("drafter") not in DRAFTER_KWARGS and \
-            not row.get("draft_model"):
+            return f"{kind} {name!r} not shipped"
+    if row.get("drafting") != "self" and row.get("drafter") not in DRAFTER_KWARGS and not row.get("draft_model"):
         return f"drafter {row.get('drafter')!r} not modelled"
     return None
 
@@ -163,12 +145,6 @@ def predict_batch_speedup(row: dict, alpha: float, batch: int | None = None) -> 
     return float(predict_scenario(scenario).speculative.speedup)
 
 
-def _lengths(row: dict) -> tuple[int, int, str]:
-    if row.get("prompt_tokens") and row.get("output_tokens"):
-        return int(row["prompt_tokens"]), int(row["output_tokens"]), "as published"
-    return DATASET_LENGTHS[row["dataset"]]
-
-
 def get_length_distributions(row: dict) -> tuple[LengthDistribution, LengthDistribution]:
     """The row's published lengths; else a named dataset distribution where `serve` ships one (the engine issue
     adds them); else the dataset's fixed lengths from DATASET_LENGTHS."""
@@ -178,7 +154,8 @@ def get_length_distributions(row: dict) -> tuple[LengthDistribution, LengthDistr
                     LengthDistribution.parse(f"{row['dataset']}", "output"))
         except InputError:
             pass
-    prompt, output, _ = _lengths(row)
+    prompt, output = ((row["prompt_tokens"], row["output_tokens"]) if row.get("prompt_tokens") and
+                      row.get("output_tokens") else DATASET_LENGTHS[row["dataset"]][:2])
     return LengthDistribution.parse(str(prompt), "prompt"), LengthDistribution.parse(str(output), "output")
 
 
@@ -307,9 +284,7 @@ BATCH_GRID = [1, 2, 4, 8, 12, 16, 20, 24, 28, 32, 40, 48, 56, 64, 80, 96, 128, 1
 
 def run_break_even(rows: list[dict], alphas: dict[str, float]) -> None:
     print("\nbreak-even (first load where speculation loses):")
-    by_series = {}
-    for row in rows:
-        by_series.setdefault(row["series"], row)
+    by_series = {row["series"]: row for row in reversed(rows)}  # each series' first row
     for entry in load_break_even():
         row = by_series[entry["series"]]
         if entry["series"] not in alphas or not_priceable_reason(row):
