@@ -112,8 +112,14 @@ def _build(row: dict, ctx=None, batch=1, **extra):
         try:
             return build_scenario(row["hardware"], row["model"], batch, ctx or 4096, **attempt, **kwargs), attempt
         except (InputError, SpecError):
-            pass  # an engine the model does not know (e.g. vllm-v0): the ideal roofline prices the row, marked so
-    return build_scenario(row["hardware"], row["model"], batch, ctx or 4096, **kwargs), {}
+            # an engine the model does not know (e.g. vllm-v0): bare kernels, named so, rather than the default engine
+            attempt = {"engine": "ideal"}
+    return build_scenario(row["hardware"], row["model"], batch, ctx or 4096, **attempt, **kwargs), attempt
+
+
+def priced_engine(scenario) -> str:
+    """The engine a scenario was priced with, as the tool names it ('ideal' before engines are modelled)."""
+    return str(getattr(scenario, "engine_name", "ideal"))
 
 
 def _spec_extra(row: dict, alpha: float) -> dict:
@@ -256,7 +262,7 @@ def run_spec(rows: list[dict]) -> dict:
         predicted = predict_speedup(row, alphas[row["series"]])
         error = predicted - row["measured"]
         fitted = bool(row.get("fitted_on"))
-        engine = _build(row)[1].get("engine", "ideal")
+        engine = priced_engine(_build(row)[0])
         results.append(dict(row=row, predicted=predicted, error=error, fitted=fitted, engine=engine))
         load = {"batch": f"b{row.get('batch')}", "rate": f"{row.get('rate_per_s')}/s",
                 "concurrency": f"c{row.get('concurrency')}"}[row["load"]]
@@ -318,8 +324,8 @@ def predict_serve_metrics(row: dict) -> tuple[dict, str]:
     """Each published metric of a no-speculation row as `serve --policy off` (or predict, for a batch row) prices it;
     plus which engine priced it."""
     if row["load"] == "batch":
-        scenario, engine = _build(row, _context(row), row["batch"], speculative=False)
-        return {"tpot_s": float(predict_scenario(scenario).decode.step_time_s)}, engine.get("engine", "ideal")
+        scenario, _ = _build(row, _context(row), row["batch"], speculative=False)
+        return {"tpot_s": float(predict_scenario(scenario).decode.step_time_s)}, priced_engine(scenario)
     scenario, engine = _build(row, 4096, 1, speculative=False)
     rate = row["rate_per_s"] if row["load"] == "rate" else ALL_AT_ONCE_RATE_PER_S
     n = min(row.get("num_prompts") or MAX_SIMULATED_REQUESTS, MAX_SIMULATED_REQUESTS)
@@ -328,7 +334,7 @@ def predict_serve_metrics(row: dict) -> tuple[dict, str]:
               "median_tpot_s": float(np.nanmedian(result.tpot_s)), "mean_tpot_s": float(np.nanmean(result.tpot_s)),
               "median_ttft_s": float(np.median(result.ttft_s)),
               "median_e2e_latency_s": float(np.median(result.latency_s))}
-    return values, engine.get("engine", "ideal")
+    return values, priced_engine(scenario)
 
 
 def run_serve(rows: list[dict]) -> list[dict]:

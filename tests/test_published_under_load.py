@@ -188,13 +188,14 @@ def test_an_engine_the_model_does_not_know_is_priced_ideal_and_marked(bench, mon
 
     def fake_build(hw, model, batch, ctx, *, engine=None, **kwargs):
         calls.append(engine)
-        if engine is not None:
+        if engine not in ("ideal", "vllm-v1"):  # the engine model's default would be vllm-v1: never fall to it
             raise InputError(f"unknown engine {engine!r}")
-        return "ideal scenario"
+        return f"{engine} scenario"
 
     monkeypatch.setattr(bench, "build_scenario", fake_build)
     scenario, used = bench._build({"engine": "vllm-v0", "hardware": "h100", "model": "llama-3.1-8b"})
-    assert scenario == "ideal scenario" and used == {} and calls == ["vllm-v0", None]
+    assert scenario == "ideal scenario" and used == {"engine": "ideal"} and calls == ["vllm-v0", "ideal"]
+    assert bench.priced_engine(object()) == "ideal"  # a scenario without an engine prices bare kernels
 
 
 def test_summary_reports_fitted_and_held_out_apart(bench):
