@@ -100,7 +100,8 @@ def not_priceable_reason(row: dict) -> str | None:
             name is None or loader(name)
         except (SpecError, InputError):
             return f"{kind} {name!r} not shipped"
-    if row.get("drafting") != "self" and row.get("drafter") not in DRAFTER_KWARGS and not row.get("draft_model"):
+    if row.get("drafting") in ("chain", "tree") and row.get("drafter") not in DRAFTER_KWARGS and \
+            not row.get("draft_model"):
         return f"drafter {row.get('drafter')!r} not modelled"
     return None
 

@@ -123,6 +123,11 @@ def test_serving_rows_have_sources_and_si_metrics(bench, serve_rows):
             assert (row.get("prompt_tokens") and row.get("output_tokens")) or row["dataset"] in bench.DATASET_LENGTHS
 
 
+def test_every_serving_row_is_priceable(bench, serve_rows):
+    # no drafter, shipped hardware and models: nothing keeps a no-speculation row from `serve --policy off`
+    assert [r["id"] for r in serve_rows if bench.not_priceable_reason(r)] == []
+
+
 def test_serving_benchmark_counts(serve_rows):
     sources = Counter(r["source_id"] for r in serve_rows)
     assert len(serve_rows) >= 30 and len(sources) >= 3, sources
