@@ -1,31 +1,24 @@
 """Speculation and serving under load against published measurements: prices every row of
 `benchmarks/published/speculation-under-load.yaml` and `benchmarks/published/serving-no-spec.yaml` through the public
-path and prints predicted vs measured, then median and p90 |error| for fitted and held-out rows apart, per source,
-and the break-even batch or rate where a source shows one.
+path (`build_scenario` / `predict_scenario` for batch rows, `rooflinesim.serve.simulate` for rate, all-at-once and
+concurrency rows) and prints predicted vs measured, median and p90 |error| for fitted and held-out rows apart and per
+source, and the break-even load where a source shows one. docs/accuracy.md describes the pricing and the figures.
 
-    python benchmarks/bench_under_load.py              # everything (a few minutes on 2 shared cores)
-    python benchmarks/bench_under_load.py --spec-only  # the speculation benchmark only
-    python benchmarks/bench_under_load.py --serve-only # the no-speculation serving benchmark only
+    python benchmarks/bench_under_load.py                  # both benchmarks (minutes on 2 shared cores)
+    python benchmarks/bench_under_load.py --spec-only      # speculation only (or --serve-only)
+    python benchmarks/bench_under_load.py --json out.json  # also the headline figures as JSON
 
-How rows are priced (no row-specific constant enters a prediction):
-- batch rows with a chain drafter: `build_scenario` + `predict_scenario`, the speedup of the row's k at the row's
-  batch and context (`pricing_context_tokens`, else prompt + output / 2).
-- rate and all-at-once rows: `rooflinesim.serve.simulate` on Poisson arrivals (all-at-once: 1e6 requests/s, since
-  `serve` has no infinite rate), policy `off` against `fixed:k`; the speculation metric is the ratio of mean E2E
-  latencies. Lengths: the row's prompt/output tokens, else the dataset's (ShareGPT: the 202/179 averages the vLLM
-  v0.6.0 blog states; other datasets: an assumption the output names).
-- acceptance: the published one where the row has it, else one alpha per series, fitted (bisection) so that the
-  series' `fitted_on: [acceptance]` row is reproduced; every other row of the series is held out.
-- the row's engine goes to `build_scenario(engine=...)` and `simulate(engine=...)` only where those accept it (the
-  engine model may not exist yet); where it does not, or the engine is unknown to it, the ideal roofline prices the row
-  and the output says so.
-- trees, self-speculation, closed-loop concurrency and unshipped hardware/models are listed as not yet priceable.
+No row-specific constant enters a prediction. A series without a published acceptance gets one alpha, fitted on its
+`fitted_on: [acceptance]` row. Keywords the installed rooflinesim may lack (`engine=`, `tree=`, `draft_kv_budget=`,
+`concurrency=`) are passed only where `inspect.signature` shows them; a row the tool cannot express is listed as not
+yet priceable with the reason, and a row whose engine the tool does not model is priced `ideal` and marked so.
 """
 
 from __future__ import annotations
 
 import argparse
 import inspect
+import json
 import os
 import platform
 import sys
@@ -72,43 +65,75 @@ def engine_kwargs(fn, row: dict) -> dict:
     return {"engine": row["engine"]} if _accepts(fn, "engine") and row.get("engine") else {}
 
 
+def can_price(shape: str) -> bool:
+    """Whether the installed rooflinesim expresses a drafting or load shape (issue 23 adds them)."""
+    if shape == "tree":
+        return _accepts(build_scenario, "tree")
+    if shape == "self":
+        return _accepts(build_scenario, "draft_kv_budget")
+    if shape == "concurrency":
+        return _accepts(simulate, "concurrency")
+    return True
+
+
+def _draft_kv_budget(row: dict):
+    return row.get("draft_kv_budget") or row.get("pricing_draft_kv_budget")
+
+
 def not_priceable_reason(row: dict) -> str | None:
     """Why the tool cannot express this row yet (None: it can)."""
     if row.get("drafting") == "tree":
-        return "tree drafting (issue 23: --tree)"
+        if not can_price("tree"):
+            return "tree drafting (issue 23: --tree)"
+        if None in (row["tree"].get("depth"), row["tree"].get("topk"), row["tree"].get("draft_tokens")):
+            return "tree configuration not stated by the source"
     if row.get("drafting") == "self":
-        return "self-speculation with a bounded draft KV (issue 23: --drafter self --draft-kv-budget)"
-    if row.get("load") == "concurrency":
+        if not can_price("self"):
+            return "self-speculation with a bounded draft KV (issue 23: --drafter self --draft-kv-budget)"
+        if not _draft_kv_budget(row):
+            return "draft KV budget not stated by the source"
+    if row.get("load") == "concurrency" and not can_price("concurrency"):
         return "closed-loop concurrency (issue 23: serve --concurrency)"
-    try:
-        load_hardware(row["hardware"])
-    except (SpecError, InputError):
-        return f"hardware {row['hardware']!r} not shipped"
-    for name in (row["model"], row.get("draft_model")):
-        if name is None:
-            continue
+    for kind, loader, name in (("hardware", load_hardware, row["hardware"]), ("model", load_model, row["model"]),
+                               ("model", load_model, row.get("draft_model"))):
         try:
-            load_model(name)
+            name is None or loader(name)
         except (SpecError, InputError):
-            return f"model {name!r} not shipped"
-    if row.get("drafting") == "chain" and row.get("drafter") not in DRAFTER_KWARGS and not row.get("draft_model"):
+            return f"{kind} {name!r} not shipped"
+    if row.get("drafting") in ("chain", "tree") and row.get("drafter") not in DRAFTER_KWARGS and \
+            not row.get("draft_model"):
         return f"drafter {row.get('drafter')!r} not modelled"
     return None
 
 
 def _build(row: dict, ctx=None, batch=1, **extra):
     kwargs = dict(tp=row.get("tp", 1), weight_dtype=row.get("weight_dtype", "bf16"), allow_long_context=True, **extra)
-    for attempt in (engine_kwargs(build_scenario, row), {}):
+    attempt = engine_kwargs(build_scenario, row)
+    if attempt:
         try:
             return build_scenario(row["hardware"], row["model"], batch, ctx or 4096, **attempt, **kwargs), attempt
-        except InputError:
-            if not attempt:
-                raise
-    raise AssertionError("unreachable")
+        except (InputError, SpecError):
+            # an engine the model does not know (e.g. vllm-v0): bare kernels, named so, rather than the default engine
+            attempt = {"engine": "ideal"}
+    return build_scenario(row["hardware"], row["model"], batch, ctx or 4096, **attempt, **kwargs), attempt
+
+
+def priced_engine(scenario) -> str:
+    """The engine a scenario was priced with, as the tool names it ('ideal' before engines are modelled)."""
+    return str(getattr(scenario, "engine_name", "ideal"))
 
 
 def _spec_extra(row: dict, alpha: float) -> dict:
+    """The drafting keywords of build_scenario for the row: a chain of k, a tree (SGLang's steps, top-k and
+    num_draft_tokens, which counts the root: the row's draft tokens + 1; k counts the tree's draft tokens) or
+    self-speculation with a bounded draft KV."""
     extra = dict(alpha=alpha, k=row["k"])
+    if row.get("drafting") == "self":
+        extra.update(drafter="self", draft_kv_budget=int(_draft_kv_budget(row)))
+        return extra
+    if row.get("drafting") == "tree":
+        tree = row["tree"]
+        extra.update(tree=f"{tree['depth']},{tree['topk']},{tree['draft_tokens'] + 1}", k=tree["draft_tokens"])
     if row.get("draft_model"):
         extra["draft"] = row["draft_model"]
     else:
@@ -127,12 +152,6 @@ def predict_batch_speedup(row: dict, alpha: float, batch: int | None = None) -> 
     return float(predict_scenario(scenario).speculative.speedup)
 
 
-def _lengths(row: dict) -> tuple[int, int, str]:
-    if row.get("prompt_tokens") and row.get("output_tokens"):
-        return int(row["prompt_tokens"]), int(row["output_tokens"]), "as published"
-    return DATASET_LENGTHS[row["dataset"]]
-
-
 def get_length_distributions(row: dict) -> tuple[LengthDistribution, LengthDistribution]:
     """The row's published lengths; else a named dataset distribution where `serve` ships one (the engine issue
     adds them); else the dataset's fixed lengths from DATASET_LENGTHS."""
@@ -142,7 +161,8 @@ def get_length_distributions(row: dict) -> tuple[LengthDistribution, LengthDistr
                     LengthDistribution.parse(f"{row['dataset']}", "output"))
         except InputError:
             pass
-    prompt, output, _ = _lengths(row)
+    prompt, output = ((row["prompt_tokens"], row["output_tokens"]) if row.get("prompt_tokens") and
+                      row.get("output_tokens") else DATASET_LENGTHS[row["dataset"]][:2])
     return LengthDistribution.parse(str(prompt), "prompt"), LengthDistribution.parse(str(output), "output")
 
 
@@ -157,13 +177,30 @@ def predict_rate_speedup(row: dict, alpha: float, rate: float | None = None) -> 
     scenario, engine = _build(row, 4096, 1, **_spec_extra(row, alpha))
     rate = rate or row["rate_per_s"]
     off = _simulate(row, scenario, engine, rate, SERVE_REQUESTS_FOR_SPEC, "off")
-    spec = _simulate(row, scenario, engine, rate, SERVE_REQUESTS_FOR_SPEC, f"fixed:{row['k']}")
+    spec = _simulate(row, scenario, engine, rate, SERVE_REQUESTS_FOR_SPEC, f"fixed:{_spec_extra(row, alpha)['k']}")
     return float(np.mean(off.latency_s) / np.mean(spec.latency_s))
+
+
+def predict_concurrency_speedup(row: dict, alpha: float, concurrency: int | None = None) -> float:
+    """Closed loop of C clients (`simulate(concurrency=C)`): per-user output rate with / without speculation."""
+    scenario, engine = _build(row, 4096, 1, **_spec_extra(row, alpha))
+    c = int(concurrency or row["concurrency"])
+    prompt, output = get_length_distributions(row)
+    reqs = generate_requests(max(8 * c, 64), 1.0, prompt, output, seed=0)
+    kwargs = engine if _accepts(simulate, "engine") else {}
+
+    def per_user(policy):
+        result = simulate(scenario, reqs, policy, ServeConfig(), concurrency=c, **kwargs)
+        return float(np.mean(result.output_tokens / result.latency_s))
+
+    return per_user(f"fixed:{_spec_extra(row, alpha)['k']}") / per_user("off")
 
 
 def predict_speedup(row: dict, alpha: float, load=None) -> float:
     if row["load"] == "batch":
         return predict_batch_speedup(row, alpha, load)
+    if row["load"] == "concurrency":
+        return predict_concurrency_speedup(row, alpha, load)
     return predict_rate_speedup(row, alpha, load)
 
 
@@ -226,9 +263,10 @@ def run_spec(rows: list[dict]) -> dict:
         predicted = predict_speedup(row, alphas[row["series"]])
         error = predicted - row["measured"]
         fitted = bool(row.get("fitted_on"))
-        engine = _build(row)[1].get("engine", "ideal")
+        engine = priced_engine(_build(row)[0])
         results.append(dict(row=row, predicted=predicted, error=error, fitted=fitted, engine=engine))
-        load = f"b{row['batch']}" if row["load"] == "batch" else f"{row['rate_per_s']:g}/s"
+        load = {"batch": f"b{row.get('batch')}", "rate": f"{row.get('rate_per_s')}/s",
+                "concurrency": f"c{row.get('concurrency')}"}[row["load"]]
         print(f"{row['id']:62s} {load:>8s} {engine:>8s} {alphas[row['series']]:6.3f} {row['measured']:9.3f} "
               f"{predicted:9.3f} {error:+7.3f}{'  (fit)' if fitted else ''}")
     print("\nnot yet priceable:")
@@ -253,40 +291,51 @@ BATCH_GRID = [1, 2, 4, 8, 12, 16, 20, 24, 28, 32, 40, 48, 56, 64, 80, 96, 128, 1
 
 def run_break_even(rows: list[dict], alphas: dict[str, float]) -> None:
     print("\nbreak-even (first load where speculation loses):")
-    by_series = {}
-    for row in rows:
-        by_series.setdefault(row["series"], row)
+    by_series = {row["series"]: row for row in reversed(rows)}  # each series' first row
     for entry in load_break_even():
         row = by_series[entry["series"]]
         if entry["series"] not in alphas or not_priceable_reason(row):
             print(f"  {entry['series']}: not priceable")
             continue
-        grid = BATCH_GRID if entry["load"] == "batch" else list(range(1, 2 * entry["published_first_losing"] + 1))
+        grid = BATCH_GRID if entry["load"] == "batch" else list(range(1, 4 * entry["published_first_losing"] + 1))
         predicted = next((x for x in grid if predict_speedup(row, alphas[entry["series"]], x) < 1.0), None)
-        published = entry["published_first_losing"]
-        ratio = f"{predicted / published:.2f}x the published" if predicted else f"none up to {grid[-1]}"
-        print(f"  {entry['series']} ({entry['load']}): published first losing {published} (last paying "
-              f"{entry.get('published_last_paying')}), predicted {predicted} -> {ratio}")
+        print(f"  {entry['series']} ({entry['load']}): published first losing {entry['published_first_losing']} "
+              f"(last paying {entry.get('published_last_paying')}), predicted {predicted} -> "
+              f"{describe_break_even(predicted, entry, grid[-1])}")
+
+
+def describe_break_even(predicted, entry: dict, top) -> str:
+    """Where the predicted first losing load lies against the published bracket (last paying, first losing]."""
+    first, last = entry["published_first_losing"], entry.get("published_last_paying")
+    if predicted is None:
+        return f"none up to {top}"
+    if last is not None and last < predicted <= first:
+        return "inside the published bracket"
+    if predicted > first:
+        return f"{predicted / first:.2f}x the published first losing load (too late)"
+    low = last if last is not None else first
+    return f"{predicted / low:.2f}x the {'last paying' if last is not None else 'first losing'} load (too early)"
 
 
 METRIC_KIND = {"requests_per_s": "throughput", "output_tokens_per_s": "throughput", "median_tpot_s": "tpot",
-               "tpot_s": "tpot", "median_ttft_s": "ttft", "median_e2e_latency_s": "e2e"}
+               "mean_tpot_s": "tpot", "tpot_s": "tpot", "median_ttft_s": "ttft", "median_e2e_latency_s": "e2e"}
 
 
 def predict_serve_metrics(row: dict) -> tuple[dict, str]:
     """Each published metric of a no-speculation row as `serve --policy off` (or predict, for a batch row) prices it;
     plus which engine priced it."""
     if row["load"] == "batch":
-        scenario, engine = _build(row, _context(row), row["batch"], speculative=False)
-        return {"tpot_s": float(predict_scenario(scenario).decode.step_time_s)}, engine.get("engine", "ideal")
+        scenario, _ = _build(row, _context(row), row["batch"], speculative=False)
+        return {"tpot_s": float(predict_scenario(scenario).decode.step_time_s)}, priced_engine(scenario)
     scenario, engine = _build(row, 4096, 1, speculative=False)
     rate = row["rate_per_s"] if row["load"] == "rate" else ALL_AT_ONCE_RATE_PER_S
     n = min(row.get("num_prompts") or MAX_SIMULATED_REQUESTS, MAX_SIMULATED_REQUESTS)
     result = _simulate(row, scenario, engine, rate, n, "off")
     values = {"requests_per_s": result.requests_per_s, "output_tokens_per_s": result.output_tokens_per_s,
-              "median_tpot_s": float(np.nanmedian(result.tpot_s)), "median_ttft_s": float(np.median(result.ttft_s)),
+              "median_tpot_s": float(np.nanmedian(result.tpot_s)), "mean_tpot_s": float(np.nanmean(result.tpot_s)),
+              "median_ttft_s": float(np.median(result.ttft_s)),
               "median_e2e_latency_s": float(np.median(result.latency_s))}
-    return values, engine.get("engine", "ideal")
+    return values, priced_engine(scenario)
 
 
 def run_serve(rows: list[dict]) -> list[dict]:
@@ -317,21 +366,44 @@ def run_serve(rows: list[dict]) -> list[dict]:
     return results
 
 
+def get_summary(spec: dict | None, serve: list[dict] | None) -> dict:
+    """The headline figures as numbers (for the README's accuracy line): median / p90 |error| and row counts."""
+    def stats(errors):
+        e = np.abs(np.asarray(errors, dtype=float))
+        return {"rows": int(e.size), "median": float(np.median(e)) if e.size else None,
+                "p90": float(np.percentile(e, 90)) if e.size else None}
+
+    out = {}
+    if spec is not None:
+        out["speculation_speedup_error_x"] = {
+            "fitted": stats([r["error"] for r in spec["results"] if r["fitted"]]),
+            "held_out": stats([r["error"] for r in spec["results"] if not r["fitted"]]),
+            "not_yet_priceable_rows": len(spec["skipped"])}
+    if serve is not None:
+        out["serving_relative_error"] = {kind: stats([r["error"] for r in serve if r["kind"] == kind])
+                                         for kind in ("throughput", "tpot", "ttft", "e2e")}
+    return out
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--spec-only", action="store_true")
     parser.add_argument("--serve-only", action="store_true")
+    parser.add_argument("--json", metavar="PATH", help="also write the headline figures to PATH as JSON")
     args = parser.parse_args(argv)
     engine_note = "per-row engine" if _accepts(build_scenario, "engine") else "ideal kernel roofline (no engine model)"
     print(f"machine: {platform.processor() or platform.machine()}, {os.cpu_count()} cores, Python "
           f"{platform.python_version()}; pricing: {engine_note}; {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}")
+    spec = serve = None
     if not args.serve_only:
         spec_rows = load_rows(SPEC_TABLE)
         spec = run_spec(spec_rows)
         run_break_even(spec_rows, spec["alphas"])
     if not args.spec_only:
         print()
-        run_serve(load_rows(SERVE_TABLE))
+        serve = run_serve(load_rows(SERVE_TABLE))
+    if args.json:
+        Path(args.json).write_text(json.dumps(get_summary(spec, serve), indent=2) + "\n")
     return 0
 
 

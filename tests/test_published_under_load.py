@@ -12,8 +12,8 @@ import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 SPEC_METRICS = {"speedup", "e2e_latency_speedup", "per_user_output_throughput_speedup"}
-SERVE_METRICS = {"requests_per_s", "output_tokens_per_s", "median_ttft_s", "median_tpot_s", "median_e2e_latency_s",
-                 "median_itl_s", "tpot_s"}
+SERVE_METRICS = {"requests_per_s", "output_tokens_per_s", "median_ttft_s", "median_tpot_s", "mean_tpot_s",
+                 "median_e2e_latency_s", "median_itl_s", "tpot_s"}
 LOAD_FIELD = {"batch": "batch", "rate": "rate_per_s", "concurrency": "concurrency"}
 
 
@@ -64,6 +64,10 @@ def test_speculation_rows_have_sources_and_the_fields_their_metric_needs(spec_ro
             assert acceptance["value"] > 0, row["id"]
         if row["drafting"] == "chain" and row["load"] != "concurrency" and row["hardware"] != "gb200":
             assert isinstance(row["k"], int) and row["k"] >= 1, row["id"]
+        if row["drafting"] == "tree":  # the shape issue 23's --tree takes (None where the source does not state it)
+            assert {"depth", "topk", "draft_tokens"} <= set(row["tree"]), row["id"]
+        if row["drafting"] == "self":
+            assert "draft_kv_budget" in row, row["id"]
         assert set(row.get("fitted_on") or []) <= {"acceptance"}, row["id"]
 
 
@@ -119,6 +123,11 @@ def test_serving_rows_have_sources_and_si_metrics(bench, serve_rows):
             assert (row.get("prompt_tokens") and row.get("output_tokens")) or row["dataset"] in bench.DATASET_LENGTHS
 
 
+def test_every_serving_row_is_priceable(bench, serve_rows):
+    # no drafter, shipped hardware and models: nothing keeps a no-speculation row from `serve --policy off`
+    assert [r["id"] for r in serve_rows if bench.not_priceable_reason(r)] == []
+
+
 def test_serving_benchmark_counts(serve_rows):
     sources = Counter(r["source_id"] for r in serve_rows)
     assert len(serve_rows) >= 30 and len(sources) >= 3, sources
@@ -126,12 +135,27 @@ def test_serving_benchmark_counts(serve_rows):
     assert {"requests_per_s", "output_tokens_per_s", "median_ttft_s", "median_tpot_s"} <= kinds
 
 
-def test_unexpressible_shapes_are_listed_not_priced(bench, spec_rows):
+def test_unexpressible_shapes_are_listed_not_priced(bench, spec_rows, monkeypatch):
     reasons = {r["id"]: bench.not_priceable_reason(r) for r in spec_rows}
+    assert sum(reason is None for reason in reasons.values()) >= 40
+    for row in spec_rows:
+        if row["drafting"] == "tree" and None in row["tree"].values():
+            assert reasons[row["id"]] == "tree configuration not stated by the source", row["id"]
+    # a rooflinesim without issue 23's keywords lists every tree, self and concurrency row instead of crashing
+    monkeypatch.setattr(bench, "can_price", lambda shape: shape not in {"tree", "self", "concurrency"})
     for row in spec_rows:
         if row["drafting"] in {"tree", "self"} or row["load"] == "concurrency":
-            assert reasons[row["id"]], row["id"]
-    assert sum(reason is None for reason in reasons.values()) >= 40
+            assert bench.not_priceable_reason(row), row["id"]
+
+
+def test_tree_and_self_rows_map_to_the_builder_keywords(bench, spec_rows):
+    tree_row = next(r for r in spec_rows if r["drafting"] == "tree" and r["tree"]["draft_tokens"] == 21)
+    extra = bench._spec_extra(tree_row, 0.6)
+    # SGLang's num_draft_tokens counts the root; k counts the verified draft tokens
+    assert extra["tree"] == "3,4,22" and extra["k"] == 21 and extra["drafter"] == "eagle"
+    self_row = next(r for r in spec_rows if r["drafting"] == "self")
+    extra = bench._spec_extra(self_row, 0.81)
+    assert extra["drafter"] == "self" and extra["draft_kv_budget"] == 512 and extra["k"] == self_row["k"]
 
 
 def test_engine_is_passed_only_where_accepted(bench):
@@ -160,3 +184,42 @@ def test_a_fitted_batch_row_is_reproduced_and_its_held_out_neighbour_priced(benc
 def test_acceptance_length_converts_back_to_alpha(bench, alpha, k):
     length = sum(alpha ** i for i in range(k + 1))  # 1 + alpha + ... + alpha^k, hand-expanded
     assert bench.alpha_from_acceptance_length(length, k) == pytest.approx(alpha, abs=1e-6)
+
+
+def test_an_engine_the_model_does_not_know_is_priced_ideal_and_marked(bench, monkeypatch):
+    from rooflinesim.errors import InputError
+
+    calls = []
+
+    def fake_build(hw, model, batch, ctx, *, engine=None, **kwargs):
+        calls.append(engine)
+        if engine not in ("ideal", "vllm-v1"):  # the engine model's default would be vllm-v1: never fall to it
+            raise InputError(f"unknown engine {engine!r}")
+        return f"{engine} scenario"
+
+    monkeypatch.setattr(bench, "build_scenario", fake_build)
+    scenario, used = bench._build({"engine": "vllm-v0", "hardware": "h100", "model": "llama-3.1-8b"})
+    assert scenario == "ideal scenario" and used == {"engine": "ideal"} and calls == ["vllm-v0", "ideal"]
+    assert bench.priced_engine(object()) == "ideal"  # a scenario without an engine prices bare kernels
+
+
+def test_summary_reports_fitted_and_held_out_apart(bench):
+    spec = {"results": [{"error": 0.0, "fitted": True}, {"error": 0.1, "fitted": False},
+                        {"error": -0.3, "fitted": False}], "skipped": [("row", "tree drafting")]}
+    serve = [{"error": -0.2, "kind": "tpot"}, {"error": 0.4, "kind": "tpot"}, {"error": 0.1, "kind": "throughput"}]
+    summary = bench.get_summary(spec, serve)
+    held = summary["speculation_speedup_error_x"]["held_out"]
+    assert held["rows"] == 2 and held["median"] == pytest.approx(0.2)  # |0.1| and |-0.3|
+    assert summary["speculation_speedup_error_x"]["fitted"]["rows"] == 1
+    assert summary["speculation_speedup_error_x"]["not_yet_priceable_rows"] == 1
+    assert summary["serving_relative_error"]["tpot"]["median"] == pytest.approx(0.3)
+    assert summary["serving_relative_error"]["ttft"] == {"rows": 0, "median": None, "p90": None}
+
+
+@pytest.mark.parametrize("predicted,expected", [
+    (24, "inside the published bracket"), (64, "inside the published bracket"),
+    (128, "2.00x the published first losing load (too late)"), (8, "0.50x the last paying load (too early)"),
+    (None, "none up to 512")])
+def test_break_even_is_judged_against_the_published_bracket(bench, predicted, expected):
+    entry = {"published_first_losing": 64, "published_last_paying": 16}
+    assert bench.describe_break_even(predicted, entry, 512) == expected
