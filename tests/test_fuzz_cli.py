@@ -44,6 +44,8 @@ REGRESSIONS = [
     # --threads beyond a C long long: torch.set_num_threads raised "Overflow when unpacking long long"
     ["validate", "--threads=" + str(2**200)],
     ["acceptance", "measure", "--target", "t", "--draft", "d", "--prompts", "{prompts.txt}", "--threads", str(2**70)],
+    # --workers was not capped at the number of runs: with fork, ProcessPoolExecutor launches every worker at once
+    ["serve", "--workers", "4096", "--requests", "5", "--rate", "1,2"],
     # an empty --k was "range '' is empty: the end is below the start", naming no flag
     ["sweep", "--k="],
     ["plot", "k", "-o", "k.png", "--k", " "],

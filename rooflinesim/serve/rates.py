@@ -115,7 +115,8 @@ def run_rate_sweep(scenario: Scenario, workload: WorkloadSpec, rates, policies: 
         with client:
             futures = [client.submit(run_one, *a, pure=False) for a in args]
             return client.gather(futures)
-    workers = max_workers or min(len(args), os.cpu_count() or 1)
+    # never more processes than runs: a fork start method launches them all at once (--workers 4096 forked 4096)
+    workers = min(max_workers or os.cpu_count() or 1, len(args))
     if workers <= 1 or len(args) == 1:
         return [run_one(*a) for a in args]
     try:
