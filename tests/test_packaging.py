@@ -95,3 +95,13 @@ def test_wheel_ships_specs_and_predict_runs_from_a_temp_dir(tmp_path):
                              text=True)
     assert listing.returncode == 0, listing.stderr
     assert "llama-2-70b" in listing.stdout
+
+
+def test_pyproject_lists_every_package():
+    """setuptools ships only the packages pyproject.toml names: a new subpackage left out of the list would be missing
+    from the wheel (and only the slow wheel test would notice)."""
+    import tomllib
+
+    listed = set(tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]["packages"])
+    found = {".".join(p.parent.relative_to(ROOT).parts) for p in (ROOT / "rooflinesim").rglob("__init__.py")}
+    assert found - listed == set(), f"packages missing from pyproject.toml: {sorted(found - listed)}"
