@@ -34,13 +34,24 @@ def _price(hw, spec, batch, context, q, dtype="fp32"):
 
 def test_fit_recovers_scale_and_overhead():
     predicted = np.array([1e-3, 2e-3, 5e-3, 9e-3])
-    scale, overhead, residual = fit_model_terms(predicted, 1.3 * predicted + 4e-4)
+    scale, overhead, kv, residual = fit_model_terms(predicted, 1.3 * predicted + 4e-4)
     assert scale == pytest.approx(1.3) and overhead == pytest.approx(4e-4) and residual == pytest.approx(0, abs=1e-9)
+    assert kv == 0.0
+
+
+def test_fit_recovers_a_cache_copy_term():
+    """transformers' DynamicCache: time in proportion to the cache bytes, on top of the device profile's price."""
+    predicted = np.array([1e-3, 4e-3, 3e-3, 2e-3, 6e-3])
+    kv_bytes = np.array([1e6, 16e6, 64e6, 4e6, 32e6])
+    measured = 1.1 * predicted + 2e-4 + 5e-11 * kv_bytes
+    scale, overhead, kv, residual = fit_model_terms(predicted, measured, kv_bytes)
+    assert (scale, overhead, kv) == pytest.approx((1.1, 2e-4, 5e-11), rel=1e-6)
+    assert residual == pytest.approx(0, abs=1e-9)
 
 
 def test_fit_drops_a_negative_overhead_and_keeps_the_scale():
     predicted = np.array([1e-3, 2e-3, 4e-3])
-    scale, overhead, _ = fit_model_terms(predicted, 2.0 * predicted - 1e-4)
+    scale, overhead, _, _ = fit_model_terms(predicted, 2.0 * predicted - 1e-4)
     assert overhead == 0.0 and 1.5 < scale < 2.0
 
 
@@ -51,11 +62,14 @@ def test_model_terms_price_that_model_only(tmp_path):
     path.write_text(json.dumps(TINY_CONFIG))
     spec, other = load_model(str(path)), load_model("tiny-draft-2l")
     terms = ModelTerms(source=str(path), implementation="reference", scale=1.5, step_overhead_s=2e-3,
-                       batches=(1,), contexts=(256,), new_tokens=(1,), median_abs_rel_residual=0.01)
+                       kv_cache_s_per_byte=1e-7, batches=(1,), contexts=(256,), new_tokens=(1,),
+                       median_abs_rel_residual=0.01)
     fitted = with_model_terms(hw, spec.name, {"fp32": terms})
     for batch, context, q in ((1, 256, 1), (8, 1024, 5)):
-        assert _price(fitted, spec, batch, context, q) == pytest.approx(1.5 * _price(hw, spec, batch, context, q)
-                                                                        + 2e-3)
+        # the attention reads batch x context cached tokens' keys and values in every layer (fp32, 2 KV heads of 16)
+        kv_bytes = spec.num_layers * batch * (context + q) * 2 * 2 * 16 * 4
+        assert _price(fitted, spec, batch, context, q) == pytest.approx(
+            1.5 * _price(hw, spec, batch, context, q) + 2e-3 + 1e-7 * kv_bytes, rel=1e-3)
         assert _price(fitted, other, batch, context, q) == _price(hw, other, batch, context, q)
     if "bf16" in hw.measured.dtypes:
         assert _price(fitted, spec, 1, 256, 1, "bf16") == _price(hw, spec, 1, 256, 1, "bf16")

@@ -36,7 +36,8 @@ def parse_attention_key(key: str) -> tuple[str, int]:
 
 class ModelTerms(SpecModel):
     """One model's own terms fitted on top of the device profile (`calibrate --model`): its steps measured at a few
-    (batch, context, new tokens) points are priced as scale x (the device profile's price) + step_overhead_s. They
+    (batch, context, new tokens) points are priced as scale x (the device profile's price) + step_overhead_s +
+    kv_cache_s_per_byte x (the KV-cache bytes the step's attention reads). They
     carry what the model's implementation does that the device profile's per-op prices do not (its dispatch count,
     its cache, its kernels)."""
 
@@ -44,6 +45,10 @@ class ModelTerms(SpecModel):
     implementation: str = Field(description="the code that ran it: hf (transformers) or reference (calibrate/model.py)")
     scale: float = Field(ge=0.2, le=5.0)
     step_overhead_s: float = Field(ge=0)
+    kv_cache_s_per_byte: float = Field(
+        0.0, ge=0, description="time per byte of KV cache the step's attention reads, on top of the device profile's "
+                               "price: an implementation that copies its cache every step (transformers' "
+                               "DynamicCache concatenates) pays for the whole cache, not one token's write")
     batches: IntTuple
     contexts: IntTuple
     new_tokens: IntTuple

@@ -236,6 +236,8 @@ class MeasuredTiming:
         terms = self._terms(compute_dtype)
         if terms is not None and op.name not in AFTER_FORWARD_OPS:
             scale = scale * terms.scale
+            if op.kind == "attention":  # the model's cache handling, in proportion to the cache it reads
+                per = per + terms.kv_cache_s_per_byte * np.asarray(op.kv_read_bytes, dtype=float) / scale
         time = op.count * np.asarray(per, dtype=float) * scale
         time = np.broadcast_to(time, np.broadcast(time, compute).shape).astype(float)
         overhead = np.maximum(time - np.maximum(compute, memory), 0.0)

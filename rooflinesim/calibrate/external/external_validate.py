@@ -152,7 +152,7 @@ def print_external_report(report: dict, console=None) -> None:
     from rich.console import Console
     from rich.table import Table
 
-    console = console or Console()
+    console = console or Console(width=max(Console().width, 130))  # model names and 8 columns, unabridged in logs
     table = Table(title=f"validate --family ({report['dtype']}) on {report['device']}: {report['profile']}")
     table.add_column("family / model", no_wrap=True)
     for col in ("n", "median err", "p90 err", "signed", "roofline median", "in 90 % interval",

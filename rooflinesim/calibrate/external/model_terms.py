@@ -6,9 +6,11 @@ timing: the model is built from the config with random weights), or a shipped mo
 `transformers` (`--impl hf`, the default for a config when the `hf` extra is installed: the implementation such a
 user runs) or in the project's reference decoder (`--impl reference`, Llama-style dense models).
 
-The fit: measured = scale x priced + step_overhead_s, least squares in relative error over the timed points (two
-terms: what the implementation does per op beyond the profile's prices, and what it costs per step whatever the
-shape). The terms are stored in the profile's provenance (`model_terms[model][dtype]`, with the points and the
+The fit: measured = scale x priced + step_overhead_s + kv_cache_s_per_byte x (KV bytes the attention reads),
+non-negative least squares in relative error over the timed points (three terms: what the implementation does per
+op beyond the profile's prices, what it costs per step whatever the shape, and what its cache handling costs per
+byte of cache: transformers' DynamicCache copies the whole cache every step, which `scripts/decompose-holdout.py`
+shows as the largest item of an HF decode step at long context). The terms are stored in the profile's provenance (`model_terms[model][dtype]`, with the points and the
 source), and every price of that model from that profile applies them (`timing.measured.MeasuredTiming.for_model`).
 The check points are measured in the same run, interleaved and shuffled with the timed ones, and their error is
 recorded next to the terms.
@@ -104,28 +106,48 @@ class ModelSteps:
         return (lambda: self.model(tokens, start, context + q)), None
 
 
-def fit_model_terms(predicted, measured) -> tuple[float, float, float]:
-    """(scale, step_overhead_s, median |relative residual|) of measured ~ scale x predicted + overhead, least squares
-    in relative error, overhead >= 0, scale within the schema's [0.2, 5]."""
+def fit_model_terms(predicted, measured, kv_bytes=None) -> tuple[float, float, float, float]:
+    """(scale, step_overhead_s, kv_cache_s_per_byte, median |relative residual|) of
+    measured ~ scale x predicted + overhead + kv_cache_s_per_byte x kv_bytes, non-negative least squares in relative
+    error, scale within the schema's [0.2, 5]. The KV term is fitted only with `kv_bytes` and at least four points
+    (three terms need a point to spare); with fewer than three points only the scale is."""
+    from scipy.optimize import nnls
+
     p, m = np.asarray(predicted, float), np.asarray(measured, float)
-    a = np.stack([p / m, 1.0 / m], axis=1)
-    (scale, overhead), *_ = np.linalg.lstsq(a, np.ones_like(m), rcond=None)
-    if overhead < 0 or len(m) < 3:  # too few points for two terms, or a negative overhead: scale alone
-        overhead = 0.0
-        scale = float(np.sum(p / m) / np.sum((p / m) ** 2))
-    scale = float(np.clip(scale, 0.2, 5.0))
-    residual = float(np.median(np.abs((scale * p + overhead) / m - 1.0)))
-    return scale, float(overhead), residual
+    columns = [p / m, 1.0 / m]
+    use_kv = kv_bytes is not None and len(m) >= 4 and np.ptp(np.asarray(kv_bytes, float)) > 0
+    if use_kv:
+        k_scale = float(np.max(kv_bytes))  # columns of similar size for the solver
+        columns.append(np.asarray(kv_bytes, float) / k_scale / m)
+    if len(m) < 3:
+        columns = columns[:1]
+    coef, _ = nnls(np.stack(columns, axis=1), np.ones_like(m))
+    scale = float(np.clip(coef[0], 0.2, 5.0))
+    overhead = float(coef[1]) if len(coef) > 1 else 0.0
+    kv = float(coef[2] / k_scale) if use_kv and len(coef) > 2 else 0.0
+    kv_term = kv * np.asarray(kv_bytes, float) if kv else 0.0
+    residual = float(np.median(np.abs((scale * p + overhead + kv_term) / m - 1.0)))
+    return scale, overhead, kv, residual
 
 
-def _price(hw, spec, dtype, batch, context, q) -> float:
+def _priced_step(hw, spec, dtype, batch, context, q):
     from ...scenario.builder import build_scenario
     from ...step import get_workload_step
 
     sc = build_scenario(hw, spec, batch, context, weight_dtype=dtype, kv_dtype=dtype, activation_dtype=dtype,
                         speculative=False, allow_long_context=True)
-    return float(np.asarray(get_workload_step(sc.hardware, spec, sc.workload, q, sc.timing, context,
-                                              batch).step_time_s).reshape(-1)[0])
+    return get_workload_step(sc.hardware, spec, sc.workload, q, sc.timing, context, batch)
+
+
+def _price(hw, spec, dtype, batch, context, q) -> float:
+    return float(np.asarray(_priced_step(hw, spec, dtype, batch, context, q).step_time_s).reshape(-1)[0])
+
+
+def _attention_kv_bytes(hw, spec, dtype, batch, context, q) -> float:
+    """KV-cache bytes the step's attention reads (every layer): the feature of the model's cache term."""
+    step = _priced_step(hw, spec, dtype, batch, context, q)
+    return float(sum(op.count * np.asarray(op.kv_read_bytes, dtype=float).reshape(-1)[0]
+                     for op in step.ops if op.kind == "attention"))
 
 
 def with_model_terms(hw, name: str, terms: dict | None):
@@ -179,8 +201,11 @@ def run_model_calibration(hw, source: str, device: Device, dtypes, impl: str | N
         steps = None
         measured = {pt: float(np.median(sorted(v)[:max(1, (len(v) + 1) // 2)])) for pt, v in samples.items()}
         priced = {pt: _price(base, spec, dtype, *pt) for pt in timed + check}
-        scale, overhead, residual = fit_model_terms([priced[p] for p in timed], [measured[p] for p in timed])
+        kv_bytes = [_attention_kv_bytes(base, spec, dtype, *p) for p in timed]
+        scale, overhead, kv, residual = fit_model_terms([priced[p] for p in timed], [measured[p] for p in timed],
+                                                        kv_bytes)
         terms = ModelTerms(source=str(source), implementation=impl, scale=scale, step_overhead_s=overhead,
+                           kv_cache_s_per_byte=kv,
                            batches=tuple(p[0] for p in timed), contexts=tuple(p[1] for p in timed),
                            new_tokens=tuple(p[2] for p in timed), median_abs_rel_residual=residual)
         fitted = with_model_terms(base, spec.name, {**all_terms, dtype: terms})
@@ -193,7 +218,8 @@ def run_model_calibration(hw, source: str, device: Device, dtypes, impl: str | N
         before = [abs(r["device_profile_s"] / r["measured_s"] - 1) for r in rows if not r["timed"]]
         all_terms[dtype] = terms.model_copy(update={"check_median_abs_rel_error": float(np.median(check_errors))})
         report["dtypes"][dtype] = {
-            "scale": scale, "step_overhead_s": overhead, "timed_residual": residual, "rows": rows,
+            "scale": scale, "step_overhead_s": overhead, "kv_cache_s_per_byte": kv, "timed_residual": residual,
+            "rows": rows,
             "check_median_error": float(np.median(check_errors)), "check_p90_error": float(np.quantile(check_errors, 0.9)),
             "device_profile_check_median_error": float(np.median(before)),
             "duration_s": round(time.perf_counter() - started, 1)}
@@ -202,7 +228,8 @@ def run_model_calibration(hw, source: str, device: Device, dtypes, impl: str | N
                 "not within 5x of the profile's prices, so the machine is not in the state it was calibrated in "
                 "(contended?) or the profile is another machine's; re-run in a quiet window")
             report.setdefault("warnings", []).append(f"{dtype}: scale at its bound {scale:g}")
-        log(f"{spec.name} {dtype} ({impl}): scale {scale:.3f}, step overhead {overhead / MILLI:.2f} ms; untimed points: "
+        log(f"{spec.name} {dtype} ({impl}): scale {scale:.3f}, step overhead {overhead / MILLI:.2f} ms, cache term "
+            f"{kv * GIGA:.3f} s/GB; untimed points: "
             f"median error {np.median(check_errors):.1%} with the model's terms, {np.median(before):.1%} with the "
             f"device profile alone ({time.perf_counter() - started:.0f} s)")
     return with_model_terms(hw, spec.name, all_terms), report
