@@ -108,7 +108,6 @@ def profile_step(fn, calls: int = 5, before=None, vocab: int | None = None) -> t
     under the profiler, and the plain median per call without it."""
     import statistics
 
-    import torch
     from torch.profiler import ProfilerActivity, profile
 
     before = before or (lambda: None)

@@ -17,7 +17,6 @@ No torch.compile: the eager graph is what a hold-out on the CPU runs.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 
 import torch
 import torch.nn.functional as F
