@@ -65,3 +65,12 @@ def test_serve_rate_inf_and_the_engine_are_in_the_json(capsys):
     assert code == 0
     run = json.loads(capsys.readouterr().out)["runs"][0]
     assert run["rate_per_s"] == "inf" and run["engine"] == "sglang"
+
+
+def test_named_and_fixed_lengths():
+    """sonnet: vLLM benchmark_serving.py's defaults (550 prompt, 150 output tokens); fixed:N is N."""
+    assert (LengthDistribution.parse("sonnet", "--prompt-tokens").low,
+            LengthDistribution.parse("sonnet", "--output-tokens").low) == (550, 150)
+    assert LengthDistribution.parse("fixed:64", "prompt") == LengthDistribution.parse("64", "prompt")
+    with pytest.raises(InputError, match="did you mean sonnet"):
+        LengthDistribution.parse("sonet", "prompt")

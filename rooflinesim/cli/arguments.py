@@ -132,8 +132,9 @@ def add_serve_arguments(p: argparse.ArgumentParser) -> None:
                                                            "dynamic[:KMAX], adaptive[:KMAX], chain:K (a chain beside a --tree); "
                                                            "comma-separated")
     p.add_argument("--requests", type=int, default=1000, help="requests per run (default 1000)")
-    p.add_argument("--prompt-tokens", default="1024", help="prompt lengths: 1024, uniform:LO:HI, "
-                                                           "lognormal:MEDIAN:SIGMA[:MAX] (default 1024)")
+    p.add_argument("--prompt-tokens", default="1024", help="prompt lengths: 1024 or fixed:1024, uniform:LO:HI, "
+                                                           "lognormal:MEDIAN:SIGMA[:MAX], or a dataset: sonnet "
+                                                           "(default 1024)")
     p.add_argument("--output-tokens", default="128", help="output lengths, same forms (default 128)")
     p.add_argument("--arrivals", default="poisson", choices=["poisson", "gamma"])
     p.add_argument("--cv", type=float, default=1.0, help="coefficient of variation of gamma inter-arrival gaps")

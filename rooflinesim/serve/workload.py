@@ -60,6 +60,12 @@ def check_cv(cv, what: str = "--cv") -> float:
     if not ok:
         raise InputError(f"{what} (the CV of Gamma inter-arrival gaps) must be between {lo:g} and {hi:g}, got {cv!r}")
     return float(cv)
+#: benchmark datasets by name: (prompt form, output form), each a form LengthDistribution.parse reads
+NAMED_LENGTHS = {
+    # vLLM's benchmark_serving.py sonnet dataset defaults: --sonnet-input-len 550, --sonnet-output-len 150 (the
+    # prompt is built from lines of a sonnet up to ~550 tokens; the output is capped at 150 with ignore_eos)
+    "sonnet": ("550", "150"),
+}
 
 
 @dataclass(frozen=True)
@@ -86,6 +92,13 @@ class LengthDistribution:
 
     @classmethod
     def parse(cls, text, what: str) -> "LengthDistribution":
+        """A form: 512, fixed:512, uniform:LOW:HIGH, lognormal:MEDIAN:SIGMA[:MAX], or a dataset name from
+        NAMED_LENGTHS (its prompt or output lengths, by whether `what` names the output)."""
+        name = str(text).strip().lower()
+        if name in NAMED_LENGTHS:
+            text = NAMED_LENGTHS[name][1 if "output" in what.lower() else 0]
+        elif name.startswith("fixed:"):
+            text = name.partition(":")[2]
         parts = str(text).strip().split(":")
         try:
             if len(parts) == 1:
@@ -99,8 +112,13 @@ class LengthDistribution:
             else:
                 raise ValueError
         except ValueError:
-            raise InputError(f"{what} {text!r}: use a token count (512), uniform:LOW:HIGH or "
-                             "lognormal:MEDIAN:SIGMA[:MAX]") from None
+            import difflib
+
+            close = difflib.get_close_matches(name, list(NAMED_LENGTHS), n=1, cutoff=0.6)
+            if close:
+                raise InputError(f"{what} {text!r}: unknown dataset; did you mean {close[0]}?") from None
+            raise InputError(f"{what} {text!r}: use a token count (512 or fixed:512), uniform:LOW:HIGH, "
+                             f"lognormal:MEDIAN:SIGMA[:MAX] or a dataset ({', '.join(NAMED_LENGTHS)})") from None
         if not (1 <= dist.low <= dist.high <= MAX_REQUEST_TOKENS) or not 0 <= dist.sigma <= MAX_LOGNORMAL_SIGMA:
             raise InputError(f"{what} {text!r}: lengths must satisfy 1 <= low <= high <= {MAX_REQUEST_TOKENS:,} and "
                              f"0 <= sigma <= {MAX_LOGNORMAL_SIGMA:g}")

@@ -219,7 +219,7 @@ def run_acceptance_validation(profile_path, work_dir, device: str = "cpu", batch
         scenario = build_scenario(hw, str(target_dir / "config.json"), batch, PROMPT_TOKENS, weight_dtype="fp32",
                                   kv_dtype="fp32", activation_dtype="fp32", draft=str(draft_dir / "config.json"),
                                   acceptance=measured, k=k, allow_long_context=True, sampling=True,
-                                  draft_first_step_tokens=2)
+                                  draft_first_step_tokens=2, engine="ideal")  # a bare torch loop: no engine
         grid = price_speculation(scenario, batch, PROMPT_TOKENS, k)
         rule = get_acceptance_rule_time_s(scenario, scenario.timing, batch, k)
         t_dec, t_it = central_mean_s(run["decode"]), central_mean_s(run["iteration"])

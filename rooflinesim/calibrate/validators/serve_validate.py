@@ -195,7 +195,8 @@ def get_offered_rate_per_s(profile, target_spec: ModelSpec, settings: "ServeVali
     output = LengthDistribution.parse(settings.output_tokens, "output tokens")
     longest = prompt.max_tokens + output.max_tokens
     scenario = build_scenario(profile, target_spec, 1, longest, weight_dtype=settings.dtype, kv_dtype=settings.dtype,
-                              activation_dtype=settings.dtype, allow_long_context=True, sampling=True)
+                              activation_dtype=settings.dtype, allow_long_context=True, sampling=True,
+                              engine="ideal")  # the measured loop is our own torch loop, not an engine
     capacity = get_saturation_rate_per_s(scenario, prompt, output, "off",
                                          ServeConfig(settings.max_num_seqs, settings.max_num_batched_tokens, 16,
                                                      settings.seed), seed=settings.seed)
@@ -277,7 +278,8 @@ def run_serve_validation(profile_path, device, settings: ServeValidationSettings
     longest = int((requests.prompt_tokens + requests.output_tokens).max())
     scenario = build_scenario(profile, target_spec, 1, longest, weight_dtype=s.dtype, kv_dtype=s.dtype,
                               activation_dtype=s.dtype, draft=draft_spec, acceptance=acceptance, k_values=[0],
-                              allow_long_context=True, sampling=True, draft_first_step_tokens=2)
+                              allow_long_context=True, sampling=True, draft_first_step_tokens=2,
+                              engine="ideal")
     policies = []
     goals_met = True
     for policy, run in runs.items():

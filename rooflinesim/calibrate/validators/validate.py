@@ -190,9 +190,10 @@ def run_validation(profile_path: str, device: Device, dtype: str | None = None, 
     def scenarios(b) -> tuple[Scenario, Scenario]:
         """The calibrated scenario at batch b and the same deployment priced at the base device's speed of light."""
         calibrated = build_scenario(hw, target_spec, b, ctx, weight_dtype=dtype, kv_dtype=dtype, activation_dtype=dtype,
-                                    draft=draft_spec, alpha=SPEC_ALPHA, k=SPEC_K, allow_long_context=True)
+                                    draft=draft_spec, alpha=SPEC_ALPHA, k=SPEC_K, allow_long_context=True,
+                                    engine="ideal")  # bare forward passes were timed: no engine's costs
         roof = build_scenario(base, target_spec, b, ctx, weight_dtype=dtype, kv_dtype=dtype, activation_dtype=dtype,
-                              draft=draft_spec, alpha=SPEC_ALPHA, k=SPEC_K, allow_long_context=True)
+                              draft=draft_spec, alpha=SPEC_ALPHA, k=SPEC_K, allow_long_context=True, engine="ideal")
         return calibrated, replace(roof, timing=DatasheetTiming.speed_of_light(base))
     grid = Grid.make(quick, tiny)
     started = time.perf_counter()

@@ -34,7 +34,7 @@ class FamilyGrid:
 def price_row(hw, base, spec, dtype: str, batch: int, context: int) -> dict:
     """The calibrated prediction (with its interval) and the base device's roofline of one decode step."""
     options = dict(weight_dtype=dtype, kv_dtype=dtype, activation_dtype=dtype, speculative=False,
-                   allow_long_context=True)
+                   allow_long_context=True, engine="ideal")  # bare forward passes were timed: no engine's costs
     calibrated = build_scenario(hw, spec, batch, context, **options)
     step = get_workload_step(calibrated.hardware, spec, calibrated.workload, 1, calibrated.timing, context, batch)
     roof = build_scenario(base, spec, batch, context, **options)
