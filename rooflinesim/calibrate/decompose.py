@@ -32,6 +32,8 @@ import time
 from collections import defaultdict
 from dataclasses import dataclass
 
+from ..units import MICRO, MILLI
+
 LINEAR_OPS = {"aten::addmm", "aten::mm", "aten::mv", "aten::bmm", "aten::matmul", "aten::linear",
               "aten::_addmm_activation", "aten::baddbmm", "aten::_grouped_mm"}
 ATTENTION_PREFIXES = ("aten::scaled_dot_product", "aten::_scaled_dot_product", "aten::_flash_attention",
@@ -130,7 +132,7 @@ def profile_step(fn, calls: int = 5, before=None, vocab: int | None = None) -> t
             continue
         b = bucket_of(event.name, _output_width(event), vocab)
         # only the outermost aten call counts as a dispatch; self time is counted for every level (no double count)
-        self_s = event.self_cpu_time_total * 1e-6
+        self_s = event.self_cpu_time_total * MICRO
         seconds[b] += self_s
         total_self += self_s
         if event.cpu_parent is None or not event.cpu_parent.name.startswith("aten::"):
@@ -168,10 +170,10 @@ def format_table(title: str, d: Decomposition, layers: int) -> str:
     lines = [title, f"{'bucket':<12} {'measured ms':>11} {'priced ms':>10} {'diff ms':>9} {'aten calls':>10} "
                     f"{'calls/layer':>11}"]
     for bucket, meas, priced, calls in d.rows():
-        m = meas * scale * 1e3
-        lines.append(f"{bucket:<12} {m:11.3f} {priced * 1e3:10.3f} {m - priced * 1e3:+9.3f} {calls:10.0f} "
+        m = meas * scale / MILLI
+        lines.append(f"{bucket:<12} {m:11.3f} {priced / MILLI:10.3f} {m - priced / MILLI:+9.3f} {calls:10.0f} "
                      f"{calls / max(layers, 1):11.1f}")
-    lines.append(f"{'total':<12} {d.plain_s * 1e3:11.3f} {d.predicted_s * 1e3:10.3f} "
-                 f"{(d.plain_s - d.predicted_s) * 1e3:+9.3f} {sum(d.dispatches.values()):10.0f} "
+    lines.append(f"{'total':<12} {d.plain_s / MILLI:11.3f} {d.predicted_s / MILLI:10.3f} "
+                 f"{(d.plain_s - d.predicted_s) / MILLI:+9.3f} {sum(d.dispatches.values()):10.0f} "
                  f"{sum(d.dispatches.values()) / max(layers, 1):11.1f}")
     return "\n".join(lines)

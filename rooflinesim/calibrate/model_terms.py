@@ -28,7 +28,7 @@ import torch
 from ..errors import InputError
 from ..specs.measured import ModelTerms
 from ..specs.registry import load_model
-from ..units import GIGA, get_dtype_bytes
+from ..units import GIGA, MILLI, get_dtype_bytes
 from .timers import Device, Timer, get_torch_dtype
 
 #: (batch, context, new tokens): decode steps and one verify (k = 4)
@@ -228,8 +228,8 @@ def run_model_calibration(hw, source: str, device: Device, dtypes, impl: str | N
                 "not within 5x of the profile's prices, so the machine is not in the state it was calibrated in "
                 "(contended?) or the profile is another machine's; re-run in a quiet window")
             report.setdefault("warnings", []).append(f"{dtype}: scale at its bound {scale:g}")
-        log(f"{spec.name} {dtype} ({impl}): scale {scale:.3f}, step overhead {overhead * 1e3:.2f} ms, cache term "
-            f"{kv * 1e9:.3f} s/GB; untimed points: "
+        log(f"{spec.name} {dtype} ({impl}): scale {scale:.3f}, step overhead {overhead / MILLI:.2f} ms, cache term "
+            f"{kv * GIGA:.3f} s/GB; untimed points: "
             f"median error {np.median(check_errors):.1%} with the model's terms, {np.median(before):.1%} with the "
             f"device profile alone ({time.perf_counter() - started:.0f} s)")
     return with_model_terms(hw, spec.name, all_terms), report
@@ -240,8 +240,8 @@ def print_model_report(report: dict, log=print) -> None:
         log(f"{report['model']} {dtype}: batch context q   measured ms   device profile ms   with model terms ms")
         for row in r["rows"]:
             log(f"  {'timed' if row['timed'] else 'check'} {row['batch']:>5} {row['context_tokens']:>7} "
-                f"{row['new_tokens']:>2} {row['measured_s'] * 1e3:12.2f} {row['device_profile_s'] * 1e3:18.2f} "
-                f"{row['with_model_terms_s'] * 1e3:20.2f}")
+                f"{row['new_tokens']:>2} {row['measured_s'] / MILLI:12.2f} {row['device_profile_s'] / MILLI:18.2f} "
+                f"{row['with_model_terms_s'] / MILLI:20.2f}")
 
 
 def measure_model_family(hw, base, source: str, device: Device, dtype: str, timer: Timer, tiny: bool = False,
