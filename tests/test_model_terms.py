@@ -127,3 +127,11 @@ def test_cli_validate_family_model_writes_its_report(tmp_path):
     report = json.loads((tmp_path / "cpu-amd-epyc-2c-model-validation.json").read_text())
     assert report["summary"]["model"]["calibrated"]["n"] == 2
     assert {r["model"] for r in report["configs"]} == {"my-tiny-llama"}
+
+
+@pytest.mark.parametrize("option", [["--profile", PROFILE], ["--impl", "hf"]])
+def test_cli_model_options_without_model_are_refused(option, capsys):
+    from rooflinesim.cli import main
+
+    assert main(["calibrate", *option, "--dtype", "fp32"]) == 2
+    assert "belongs to 'calibrate --model PATH_OR_NAME'" in capsys.readouterr().err
