@@ -27,6 +27,7 @@ from rooflinesim.specs.profiles import load_profile  # noqa: E402
 from rooflinesim.calibrate.measure.timers import get_torch_dtype, select_device  # noqa: E402
 from rooflinesim.scenario.builder import build_scenario  # noqa: E402
 from rooflinesim.step import get_workload_step  # noqa: E402
+from rooflinesim.units import MILLI  # noqa: E402
 
 
 def build(name: str, dtype: torch.dtype):
@@ -90,8 +91,8 @@ def main() -> int:
                     d = D.decompose(fn, step, args.calls, reset, spec.vocab_size)
                 print()
                 print(D.format_table(f"{name} ({spec.num_layers} layers, vocab {spec.vocab_size}) batch {batch} "
-                                     f"context {context} {args.dtype}: measured {d.plain_s * 1e3:.2f} ms, priced "
-                                     f"{d.predicted_s * 1e3:.2f} ms ({d.predicted_s / d.plain_s - 1:+.0%})",
+                                     f"context {context} {args.dtype}: measured {d.plain_s / MILLI:.2f} ms, priced "
+                                     f"{d.predicted_s / MILLI:.2f} ms ({d.predicted_s / d.plain_s - 1:+.0%})",
                                      d, spec.num_layers))
     return 0
 

@@ -48,11 +48,11 @@ DATA = ROOT / "tests" / "data"
 
 #: the measuring entry points of the torch commands (module, function): replaced by a stub (see the docstring)
 LONG_WORK = [
-    ("rooflinesim.calibrate.bench", "run_calibration"),
-    ("rooflinesim.calibrate.validate", "run_validation"),
-    ("rooflinesim.calibrate.serve_validate", "run_serve_validation"),
-    ("rooflinesim.calibrate.acceptance_measure", "run_measure_command"),
-    ("rooflinesim.calibrate.acceptance_validate", "run_acceptance_validation"),
+    ("rooflinesim.calibrate.measure.bench", "run_calibration"),
+    ("rooflinesim.calibrate.validators.validate", "run_validation"),
+    ("rooflinesim.calibrate.validators.serve_validate", "run_serve_validation"),
+    ("rooflinesim.calibrate.measure.acceptance_measure", "run_measure_command"),
+    ("rooflinesim.calibrate.validators.acceptance_validate", "run_acceptance_validation"),
 ]
 
 #: cheap arguments given before the fuzzed ones, per command path

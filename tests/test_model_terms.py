@@ -114,3 +114,26 @@ def test_cli_calibrate_model_refuses_hf_for_a_model_name(tmp_path, capsys):
                  "--dtype", "fp32", "--no-progress"])
     assert code == 2
     assert "--impl hf needs a Hugging Face config.json or checkpoint folder" in capsys.readouterr().err
+
+
+def test_cli_validate_family_model_writes_its_report(tmp_path):
+    pytest.importorskip("torch")
+    from rooflinesim.cli import main
+
+    folder = tmp_path / "ckpt"
+    folder.mkdir()
+    (folder / "config.json").write_text(json.dumps(TINY_CONFIG))
+    code = main(["validate", "--family", "model", "--tiny", "--model", str(folder), "--profile", PROFILE,
+                 "--dtype", "fp32", "--threads", "1", "--out-dir", str(tmp_path), "--no-progress"])
+    assert code == 0
+    report = json.loads((tmp_path / "cpu-amd-epyc-2c-model-validation.json").read_text())
+    assert report["summary"]["model"]["calibrated"]["n"] == 2
+    assert {r["model"] for r in report["configs"]} == {"my-tiny-llama"}
+
+
+@pytest.mark.parametrize("option", [["--profile", PROFILE], ["--impl", "hf"]])
+def test_cli_model_options_without_model_are_refused(option, capsys):
+    from rooflinesim.cli import main
+
+    assert main(["calibrate", *option, "--dtype", "fp32"]) == 2
+    assert "belongs to 'calibrate --model PATH_OR_NAME'" in capsys.readouterr().err

@@ -59,6 +59,9 @@ def cmd_calibrate(args) -> int:
         return cmd_merge(args)
     if getattr(args, "model", None):
         return cmd_calibrate_model(args)
+    for name in ("profile", "impl"):
+        if getattr(args, name, None) is not None:
+            raise InputError(f"--{name} belongs to 'calibrate --model PATH_OR_NAME'")
     if args.budget is not None and not args.budget > 0:
         raise InputError(f"--budget must be a positive number of seconds, got {args.budget}")
     _import_torch_or_fail()

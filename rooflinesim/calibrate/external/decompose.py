@@ -32,7 +32,7 @@ import time
 from collections import defaultdict
 from dataclasses import dataclass
 
-from ...units import MILLI
+from ...units import MICRO, MILLI
 
 LINEAR_OPS = {"aten::addmm", "aten::mm", "aten::mv", "aten::bmm", "aten::matmul", "aten::linear",
               "aten::_addmm_activation", "aten::baddbmm", "aten::_grouped_mm"}
@@ -132,7 +132,7 @@ def profile_step(fn, calls: int = 5, before=None, vocab: int | None = None) -> t
             continue
         b = bucket_of(event.name, _output_width(event), vocab)
         # only the outermost aten call counts as a dispatch; self time is counted for every level (no double count)
-        self_s = event.self_cpu_time_total * 1e-6
+        self_s = event.self_cpu_time_total * MICRO
         seconds[b] += self_s
         total_self += self_s
         if event.cpu_parent is None or not event.cpu_parent.name.startswith("aten::"):

@@ -235,8 +235,10 @@ def run_calibration(device: Device, dtypes, quick: bool, command: str, seed: int
         watch.checkpoint(reference[-1])
         bar.advance(task, ref_cost)
         raw_drift = float((max(reference) - min(reference)) / np.median(reference))
-        # within the budget's deadline, or (no budget) up to a quarter of the time measured so far
-        time_left = (deadline - time.perf_counter()) if deadline is not None else 0.25 * (time.perf_counter() - started)
+        # the measuring stops at 90 % of the budget (`deadline`); the rest, less the fit, is for re-timing. Without a
+        # budget: up to a quarter of the time measured so far
+        time_left = (started + budget.budget_s - spent_s - FIT_S * len(dtypes) - ref_cost - time.perf_counter()
+                     if deadline is not None else 0.25 * (time.perf_counter() - started))
         retimed = retime_affected(watch, results, lambda job: job.run(), time_left,
                                   lambda: reference_gemv(reference_ctx).estimate_s,
                                   slowdown=pace[1] / pace[0] if pace[0] > 0 else 1.0)
