@@ -132,7 +132,7 @@ def make_fuzz_files(folder: Path) -> FuzzFiles:
     contents = {
         "empty.jsonl": b"", "blank.txt": b"  \n\n\t\n", "binary.bin": bytes(range(256)) * 64,
         "binary.jsonl": bytes(range(128, 256)) * 8, "nul.txt": b"\x00" * 4096, "latin1.log": "café".encode("latin-1"),
-        "long-line.log": b"x" * (2 * 2**20), "deep.json": b"[" * 100_000 + b"]" * 100_000,
+        "long-line.log": b"x" * (2 * 2**20), "deep.json": b"[" * 100_000 + b"]" * 100_000, "deep-dash.yaml": b"- " * 30_000 + b"x\n",
         "huge-number.json": b'{"k": 4, "expected_tokens": 1e999}', "nan.json": b'{"k": NaN, "expected_tokens": NaN}',
         "trace-ok.jsonl": b'{"arrival_s": 0.1, "prompt_tokens": 64, "output_tokens": 8}\n' * 5,
         "trace-inf.jsonl": b'{"arrival_s": Infinity, "prompt_tokens": 1e400, "output_tokens": -1}\n',

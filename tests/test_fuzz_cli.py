@@ -49,6 +49,15 @@ REGRESSIONS = [
     # an empty --k was "range '' is empty: the end is below the start", naming no flag
     ["sweep", "--k="],
     ["plot", "k", "-o", "k.png", "--k", " "],
+    # YAML nested 100,000 deep: libyaml's C composer overflowed the C stack, a segmentation fault that ended the
+    # first 20,000-case campaign at case 8,000 (seed 2026)
+    ["predict", "--hw", "{deep.json}"],
+    ["predict", "--hw", "h100", "--calibration", "{deep.json}"],
+    ["show", "{deep-dash.yaml}"],
+    ["calibrate", "--merge", "{deep.json}", "{deep-dash.yaml}", "--out", "merged.yaml"],
+    # a blank --alpha-per-position was "no acceptance rate given", naming no flag (campaign seed 2026)
+    ["predict", "--alpha-per-position", ","],
+    ["predict", "--alpha-per-position=\t"],
     # invisible or empty names: the error quotes the value given
     ["serve", "--draft=\u3000"],
     ["show", ""],

@@ -188,8 +188,11 @@ def resolve_acceptance(alpha, alpha_per_position) -> Acceptance:
     if alpha is not None and alpha_per_position is not None:
         raise InputError("give either alpha or alpha_per_position, not both")
     if alpha_per_position is not None:
-        rates = tuple(check_alpha(a, "per-position acceptance rate") for a in
-                      _parse_rates(alpha_per_position, "acceptance rate"))
+        try:
+            parsed = _parse_rates(alpha_per_position, "acceptance rate")
+        except InputError as exc:  # name the option: "no acceptance rate given" alone does not say which
+            raise InputError(f"alpha_per_position: {exc}") from None
+        rates = tuple(check_alpha(a, "per-position acceptance rate") for a in parsed)
         if not rates:
             raise InputError("alpha_per_position needs at least one rate: e.g. 0.9,0.85,0.8")
         return Acceptance(per_position=rates)

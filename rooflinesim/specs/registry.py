@@ -41,8 +41,30 @@ _SpecLoader.add_implicit_resolver(
 )
 
 
+#: nesting no spec comes near; libyaml's C composer recurses without a limit and overflows the C stack (a
+#: segmentation fault, not a RecursionError) somewhere between 10,000 and 30,000 levels
+MAX_YAML_DEPTH = 1000
+_DEEP_BLOCK = re.compile(r"(?:-[ \t]+){%d}|^[ \t]{%d}" % (MAX_YAML_DEPTH, 4 * MAX_YAML_DEPTH), re.M)
+
+
+def _check_yaml_depth(text: str) -> None:
+    """RecursionError (reported as 'nested too deeply') for text nested deeper than MAX_YAML_DEPTH: flow
+    collections ([ and {, counted without regard to quoting: a spec has no such runs), chains of '- ' block
+    sequences, or indentation beyond 4 x MAX_YAML_DEPTH columns."""
+    if text.count("[") + text.count("{") > MAX_YAML_DEPTH:
+        depth = deepest = 0
+        for char in re.sub(r"[^\[\]{}]+", "", text):
+            depth = depth + 1 if char in "[{" else max(depth - 1, 0)
+            deepest = max(deepest, depth)
+        if deepest > MAX_YAML_DEPTH:
+            raise RecursionError(f"nested {deepest} levels deep")
+    if _DEEP_BLOCK.search(text):
+        raise RecursionError("nested too deeply")
+
+
 def load_yaml(text: str):
     """Parse spec YAML (safe; exponent floats such as `3.35e12` are numbers)."""
+    _check_yaml_depth(text)
     return yaml.load(text, Loader=_SpecLoader)
 
 
