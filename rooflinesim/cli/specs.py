@@ -51,6 +51,7 @@ def cmd_list(args) -> int:
         return print_presets()
     if args.what == "engines":
         from ..specs.registry import list_engines
+        from ..units import format_seconds
         from ..scenario.inputs import DEFAULT_ENGINE
 
         for column in ("name", "version", "graph / eager per kernel", "graphs up to", "host c + per seq", "overlap",
@@ -61,9 +62,9 @@ def cmd_list(args) -> int:
             table.add_row(
                 e.short_name + (" (default)" if e.short_name == DEFAULT_ENGINE else ""), e.version,
                 "the hardware's own" if launch.use_hardware_overhead else
-                f"{launch.kernel_s_graph * 1e6:.2f} / {launch.kernel_s_eager * 1e6:.1f} us",
+                f"{format_seconds(launch.kernel_s_graph)} / {format_seconds(launch.kernel_s_eager)}",
                 "-" if e.is_ideal else f"batch {launch.graph_max_batch}",
-                "-" if e.is_ideal else f"{host.constant_s * 1e6:.0f} + {host.per_sequence_s * 1e6:.0f} us",
+                "-" if e.is_ideal else f"{format_seconds(host.constant_s)} + {format_seconds(host.per_sequence_s)}",
                 "yes" if host.overlap else "no", sched.policy, sched.admission,
             )
     elif args.what == "hardware":

@@ -30,6 +30,7 @@ from ..scenario.builder import Scenario
 from ..errors import InputError
 from .metrics import ServeResult
 from .decode_run import DecodeRun, TreeSampler, plan_decode_run, sample_accepted
+from .admission import _admissible, _speculation_pays_catch_up, _whole_request_blocks
 from .policies import Policy, parse_policy
 from .pricing import StepPricer
 from .workload import Requests
@@ -130,34 +131,6 @@ def _acceptance_rates(scenario: Scenario, max_k: int):
     if len(acceptance.alphas) != 1:
         raise InputError("serve takes one acceptance rate (--alpha) or per-position rates, not a list")
     return np.full(max_k, acceptance.alphas[0])
-
-
-def _speculation_pays_catch_up(pricer, k: int, batch: int, context: float, missing: np.ndarray, computed: np.ndarray,
-                               remaining: np.ndarray) -> bool:
-    """Whether an on-demand draft model should catch up on the `missing` tokens to speculate with k drafts: the time
-    speculation saves over the batch's remaining tokens (decode step at k = 0 minus the speculative step per committed
-    token, over the mean remaining output) must exceed one prefill of what the draft missed."""
-    if not missing.any():
-        return True
-    times = pricer.get_decode_step_s(batch, context)
-    saved_per_step = times[0] - times[k] / float(pricer.expected_tokens[k])
-    if saved_per_step <= 0:
-        return False
-    catch_up = pricer.get_draft_catch_up_s((computed - missing).tolist(), missing.tolist())
-    return saved_per_step * float(np.mean(remaining)) > catch_up
-
-
-def _whole_request_blocks(rid: int, prompt, output, generated, block_size: int, max_k: int) -> int:
-    """Blocks a request holds at its longest: prompt + output + the draft and lookahead slots (no-evict admission)."""
-    return -(-(int(prompt[rid]) + int(output[rid]) + 2 * max_k + 1) // block_size)
-
-
-def _admissible(rid: int, target, prompt, output, generated, budget: int, block_size: int, free_blocks: int,
-                no_evict: bool, max_k: int) -> bool:
-    """Whether the first waiting request would be admitted into an otherwise empty step (prefill-first's test)."""
-    need = (_whole_request_blocks(rid, prompt, output, generated, block_size, max_k) if no_evict
-            else -(-int(min(target[rid], budget)) // block_size))
-    return need <= free_blocks
 
 
 def _apply_decode_run(plan: DecodeRun, dec, now, free_blocks, total_blocks, computed, generated, blocks, last_emit_s,
