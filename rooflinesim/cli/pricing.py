@@ -6,7 +6,7 @@ import sys
 
 from ..errors import InputError
 from ..units import parse_float_list
-from .arguments import deployment_options, print_warnings, speculation_options
+from .arguments import deployment_options, print_assumed, print_warnings, speculation_options
 
 
 def cmd_predict(args) -> int:
@@ -21,8 +21,9 @@ def cmd_predict(args) -> int:
     if args.json:
         print(to_json(prediction))
         print_warnings(prediction.warnings)
+        print_assumed(prediction.scenario.assumed)
     else:
-        render_prediction(prediction)
+        render_prediction(prediction, ops=args.ops, k_table=args.k_table)
     return 0
 
 
@@ -41,8 +42,10 @@ def cmd_sweep(args) -> int:
         check_output_path(args.output, "sweep output (-o)")
         fmt = args.format or ("json" if args.output.endswith(".json") else "csv")
     result = sweep(
-        hw=args.hw, model=args.model, batch=parse_count_range(args.batch), ctx=parse_count_range(args.ctx),
-        alpha=None if args.alpha is None else parse_float_list(args.alpha, "acceptance rate"), k=parse_int_range(args.k),
+        hw=args.hw, model=args.model, batch=None if args.batch is None else parse_count_range(args.batch),
+        ctx=None if args.ctx is None else parse_count_range(args.ctx),
+        alpha=None if args.alpha is None else parse_float_list(args.alpha, "acceptance rate"),
+        k=None if args.k is None else parse_int_range(args.k),
         **deployment_options(args), **speculation_options(args),
     )
     if args.output:
@@ -52,6 +55,7 @@ def cmd_sweep(args) -> int:
     if args.json:
         print(result.to_json(include_grid=False))
         print_warnings(result.warnings)
+        print_assumed(result.assumed)
         return 0
     console = Console(width=140)
     table = Table(title=f"Where speculation stops paying: {result.model} on {result.hardware}, draft {result.draft}")
@@ -70,6 +74,7 @@ def cmd_sweep(args) -> int:
         )
     console.print(table)
     console.print(f"{result.n_points:,} grid points" + (f"; grid written to {args.output}" if args.output else ""))
+    print_assumed(result.assumed, console)
     print_warnings(result.warnings, console)
     return 0
 
@@ -88,12 +93,15 @@ def describe_break_even(row: dict) -> str:
 
 def cmd_serve(args) -> int:
     import json
+    from dataclasses import replace
 
     from rich.console import Console
 
     from ..fileio import check_output_path, write_text_atomic
     from ..scenario.builder import build_scenario
-    from ..scenario.inputs import check_positive_int
+    from ..scenario.inputs import (
+        DEFAULT_OUTPUT_TOKENS, DEFAULT_PROMPT_TOKENS, DEFAULT_SERVE_REQUESTS, check_positive_int,
+    )
     from ..serve import ServeConfig, parse_policies, simulate
     from ..serve.rates import WorkloadSpec, get_crossovers, parse_rates, run_rate_sweep
     from ..serve.render import render_rate_sweep
@@ -104,22 +112,33 @@ def cmd_serve(args) -> int:
         check_output_path(args.output, "request log (-o)")
     if args.workers is not None:
         check_positive_int(args.workers, "--workers", 4096)
-    workload = WorkloadSpec(LengthDistribution.parse(args.prompt_tokens, "--prompt-tokens"),
-                            LengthDistribution.parse(args.output_tokens, "--output-tokens"),
-                            check_positive_int(args.requests, "--requests", 10_000_000), args.arrivals, args.cv,
-                            args.seed, args.trace)
+    assumed = {}
+    if args.trace is None:
+        for name, value, default in (("prompt", args.prompt_tokens, DEFAULT_PROMPT_TOKENS),
+                                     ("output", args.output_tokens, DEFAULT_OUTPUT_TOKENS)):
+            if value is None:
+                assumed[name] = f"{default} tokens"
+        if args.requests is None and not (args.emit_config and not args.rate):  # no runs: no request count
+            assumed["requests"] = f"{DEFAULT_SERVE_REQUESTS} per run"
+    workload = WorkloadSpec(LengthDistribution.parse(args.prompt_tokens or DEFAULT_PROMPT_TOKENS, "--prompt-tokens"),
+                            LengthDistribution.parse(args.output_tokens or DEFAULT_OUTPUT_TOKENS, "--output-tokens"),
+                            check_positive_int(DEFAULT_SERVE_REQUESTS if args.requests is None else args.requests,
+                                               "--requests", 10_000_000), args.arrivals, args.cv, args.seed, args.trace)
     config = ServeConfig(args.max_num_seqs, args.max_num_batched_tokens, args.block_size, args.seed).check()
     longest = workload.prompt.max_tokens + workload.output.max_tokens
     scenario = build_scenario(args.hw, args.model, 1, longest, allow_long_context=args.allow_long_context,
                               alpha=args.alpha, alpha_per_position=args.alpha_per_position, k_values=[0],
-                              **deployment_options(args), **speculation_options(args))
+                              assumed=assumed, **deployment_options(args), **speculation_options(args))
     if args.emit_config:
-        from ..serve.engine_configs import emit_engine_config, get_config_header
+        from ..serve.engine_configs import emit_engine_config
 
         context = workload.prompt.typical_tokens + workload.output.typical_tokens // 2
-        print(emit_engine_config(scenario, args.emit_config, config, context))
-        if args.emit_config == "vllm":  # JSON carries no comment: its provenance goes to stderr
-            print(get_config_header(scenario, context), file=sys.stderr)
+        stop_batch, verdict = _serve_verdict(args, scenario, workload, config) if args.rate else (None, None)
+        print(emit_engine_config(scenario, args.emit_config, config, context, stop_batch=stop_batch,
+                                 verdict=verdict))
+        if not args.rate:
+            print("note: the verdict is the step model's at one context; give --rate to carry serve's verdict under "
+                  "load into the threshold", file=sys.stderr)
         print_warnings(scenario.warnings)
         return 0
     positions = None if scenario.acceptance.per_position is None else len(scenario.acceptance.per_position)
@@ -127,6 +146,7 @@ def cmd_serve(args) -> int:
     rates = parse_rates(args.rate) if args.rate else [None]
     if rates == [None] and args.trace is None:
         rates = [4.0]
+        scenario = replace(scenario, assumed={**scenario.assumed, "rate": "4 requests/s (--rate to change)"})
     for value, what in ((args.slo_ttft, "--slo-ttft"), (args.slo_tpot, "--slo-tpot")):
         if value is not None and not value > 0:
             raise InputError(f"{what} must be a positive number of seconds, got {value}")
@@ -144,16 +164,43 @@ def cmd_serve(args) -> int:
                               args.dask, args.workers)
     crossovers = get_crossovers(rows)
     if args.json:
-        print(json.dumps({"runs": rows, "crossovers": crossovers}, indent=1))
+        print(json.dumps({"runs": rows, "crossovers": crossovers, "assumed": scenario.assumed}, indent=1))
         print_warnings(scenario.warnings)
+        print_assumed(scenario.assumed)
         return 0
     console = Console(width=160)
     render_rate_sweep(rows, crossovers, console, f"{rows[0]['model']} on {rows[0]['hardware']}"
                       f" (tp {scenario.workload.tensor_parallel}), draft {scenario.drafter.name}")
     if args.output:
         console.print(f"per-request log written to {args.output}")
+    print_assumed(scenario.assumed, console)
     print_warnings(scenario.warnings, console)
     return 0
+
+
+def _serve_verdict(args, scenario, workload, config) -> tuple[int | None, str]:
+    """(the batch from which speculation goes off, the verdict in words) from serve's own runs at --rate: off against
+    the first speculative --policy; the crossover for latency is where it stops paying, at off's mean batch there."""
+    import math
+
+    from ..serve import parse_policies
+    from ..serve.rates import get_crossovers, parse_rates, run_rate_sweep
+
+    policies = [p.name for p in parse_policies(args.policy)]
+    speculative = [p for p in policies if p != "off"]
+    if not speculative:
+        raise InputError("--emit-config with --rate compares 'off' with a speculative --policy (e.g. off,dynamic)")
+    rates = parse_rates(args.rate)
+    rows = run_rate_sweep(scenario, workload, rates, ["off", speculative[0]], config, max_workers=args.workers)
+    crossover = get_crossovers(rows)[0]["latency"]
+    if crossover is None:
+        return None, (f"serve: {speculative[0]} speculation pays for latency at every rate tried (up to "
+                      f"{max(rates):g} requests/s)")
+    stop = max(1, math.ceil(crossover["mean_batch"]))
+    before = [r for r in sorted(rates) if r < crossover["rate_per_s"]]
+    still = f", still pays at {before[-1]:g}" if before else ""
+    return stop, (f"serve: {speculative[0]} speculation stops paying for latency from {crossover['rate_per_s']:g} "
+                  f"requests/s{still} (off's mean batch there {crossover['mean_batch']:.1f}): off from batch {stop}")
 
 
 PLOT_KINDS = {
@@ -195,8 +242,11 @@ def cmd_plot(args) -> int:
 
         scenario = plots.get_scenario(args.hw, args.model, draft=args.draft, drafter=args.drafter,
                                       alpha=alphas[0] if alphas else None, **deployment_options(args))
-        workload = WorkloadSpec(LengthDistribution.parse("1024", "prompt"), LengthDistribution.parse("128", "output"),
-                                requests=args.requests)
+        from ..scenario.inputs import DEFAULT_OUTPUT_TOKENS, DEFAULT_PROMPT_TOKENS, DEFAULT_SERVE_REQUESTS
+
+        workload = WorkloadSpec(LengthDistribution.parse(DEFAULT_PROMPT_TOKENS, "prompt"),
+                                LengthDistribution.parse(DEFAULT_OUTPUT_TOKENS, "output"),
+                                requests=DEFAULT_SERVE_REQUESTS if args.requests is None else args.requests)
         fig = plots.plot_serve(scenario, rates=parse_rates(args.rate or "1..32"),
                                policies=[p.name for p in parse_policies(args.policy or "off,fixed:4,dynamic")],
                                workload=workload)
@@ -209,15 +259,16 @@ def cmd_plot(args) -> int:
                                   ctx=parse_count_range(args.ctx or "1k,32k"), k=one(parse_int_range(args.k or "4"), "k"),
                                   per_op=args.per_op, **options)
     elif args.kind == "speedup":
-        fig = plots.plot_speedup_map(alpha=None if args.acceptance else one(alphas or [0.8], "--alpha"),
+        fig = plots.plot_speedup_map(alpha=None if args.acceptance or not alphas else one(alphas, "--alpha"),
                                      batch=parse_count_range(args.batch or "1..1024"),
                                      ctx=parse_count_range(args.ctx or "512..128k"),
-                                     k=parse_int_range(args.k or "0..8"), **speculation, **options)
+                                     k=parse_int_range(args.k) if args.k else None, **speculation, **options)
     elif args.kind == "k":
         fig = plots.plot_speedup_vs_k(alpha=None if args.acceptance else alphas or [0.6, 0.7, 0.8, 0.9],
                                       batch=one(parse_count_range(args.batch or "1"), "--batch"),
                                       ctx=one(parse_count_range(args.ctx or "4k"), "--ctx"),
-                                      k_max=max(parse_int_range(args.k or "0..10")), **speculation, **options)
+                                      **({"k_max": max(parse_int_range(args.k))} if args.k else {}), **speculation,
+                                      **options)
     else:
         k = one(parse_int_range(args.k), "k") if args.k else None
         fig = plots.plot_step_breakdown(batch=one(parse_count_range(args.batch or "1"), "--batch"),
@@ -226,6 +277,7 @@ def cmd_plot(args) -> int:
     with open_atomic(out, "wb") as f:
         fig.savefig(f, format=out.suffix.lower().lstrip("."), dpi=150, bbox_inches="tight")
     print_warnings(getattr(fig, "rooflinesim_warnings", ()))
+    print_assumed(getattr(fig, "rooflinesim_assumed", {}))
     print(f"wrote {out}")
     return 0
 

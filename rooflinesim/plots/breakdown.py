@@ -61,8 +61,8 @@ def get_breakdown_data(scenario: Scenario, new_tokens: int = 1) -> tuple[object,
 
 
 def plot_step_breakdown(
-    hw="h100",
-    model="llama-3.1-8b",
+    hw=None,
+    model=None,
     batch: int = 1,
     ctx: Sequence[int] | None = None,
     new_tokens: int = 1,

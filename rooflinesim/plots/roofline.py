@@ -52,8 +52,8 @@ def get_roofline_data(scenario: Scenario, k: int = 4, per_op: bool = False, pref
 
 
 def plot_roofline(
-    hw="a100",
-    model="llama-3.1-8b",
+    hw=None,
+    model=None,
     batch: Sequence[int] = (1, 8, 64, 256),
     ctx: Sequence[int] = (1024, 32768),
     k: int = 4,
