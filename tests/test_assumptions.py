@@ -129,3 +129,10 @@ def test_a_hugging_face_id_gets_one_line_with_the_shipped_name(capsys):
     assert "'llama-3.2-1b'" in capsys.readouterr().err
     assert main(["show", "meta-llama/Llama-3.1-8B"]) == 2
     assert "'llama-3.1-8b'" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("kind", ["roofline", "k", "breakdown"])
+def test_every_chart_kind_runs_on_the_defaults_and_says_what_it_assumed(kind, tmp_path, capsys):
+    """A chart given neither --hw nor --model takes the scenario's defaults (breakdown looked up a model 'None')."""
+    _, err = _run(capsys, ["plot", kind, "-o", str(tmp_path / f"{kind}.png")])
+    assert "assumed: hardware a100; model llama-3.1-8b" in err
