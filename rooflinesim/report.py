@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 
 from .pricing.predict import Prediction, StepSummary
-from .units import GIGA, format_bytes, format_count, format_flops, format_rate, format_seconds
+from .units import format_bytes, format_count, format_flops, format_rate, format_seconds
 
 
 def to_json(prediction: Prediction) -> str:

@@ -4,7 +4,6 @@ import json
 
 import numpy as np
 import pytest
-import yaml
 
 from rooflinesim.cli import main
 from rooflinesim.scenario.builder import build_scenario
