@@ -75,3 +75,10 @@ def test_a_measured_acceptance_interval_reaches_e_and_the_speedup(capsys):
     d = json.loads(capsys.readouterr().out)["speculative"]
     assert d["speedup_low"] == pytest.approx(s_low) and d["expected_tokens_high"] == pytest.approx(e_high)
     assert "acceptance" in d["interval_source"]
+
+
+def test_show_states_the_band_a_datasheet_is_read_with(capsys):
+    """`show l40s` admitted its efficiencies are assumptions but gave no band."""
+    assert main(["show", "l4", "--json"]) == 0
+    band = json.loads(capsys.readouterr().out)["derived"]["datasheet_error_band"]
+    assert band["flagged"] and band["step_time_low_factor"] < 1 < band["step_time_high_factor"]
