@@ -96,3 +96,16 @@ def test_to_rows_returns_rows_and_to_columns_columns():
     rows, columns = result.to_rows(), result.to_columns()
     assert len(rows) == 4 and set(rows[0]) == set(columns) and rows[3]["k"] == 1 and rows[3]["batch"] == 2
     assert all(len(v) == 4 for v in columns.values())
+
+
+def test_predict_does_not_import_scipy_stats():
+    """The parser imported the acceptance command, whose module imported scipy.stats at load: seconds on every
+    `predict` (the project's rule: predict imports neither torch, matplotlib nor scipy.stats)."""
+    import subprocess
+    import sys
+
+    code = ("import sys; from rooflinesim.cli import main; main(['predict', '--json']); "
+            "bad = [m for m in ('scipy.stats', 'torch', 'matplotlib') if m in sys.modules]; "
+            "sys.stderr.write(repr(bad)); sys.exit(1 if bad else 0)")
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr[-500:]

@@ -35,10 +35,11 @@ import re
 from pathlib import Path
 
 import numpy as np
-from scipy import stats
 
 from ..units import GIGA
-from .measured import AcceptanceSourceError, MeasuredAcceptance, from_mean_length, from_position_counts
+from .measured import (
+    AcceptanceSourceError, MeasuredAcceptance, _scipy_stats, from_mean_length, from_position_counts,
+)
 from .prometheus_text import counter_total, prometheus_series, total_over_series
 
 FORMATS = ("auto", "vllm-v0", "vllm-v1", "prometheus", "sglang", "trtllm")
@@ -287,7 +288,7 @@ def _mean_with_interval(values, weights) -> tuple[float, tuple[float, float] | N
     if x.size < 2 or n_eff < 2:
         return mean, None
     var = float((w * (x - mean) ** 2).sum() / w.sum()) * n_eff / (n_eff - 1)
-    half = stats.t.ppf(0.975, n_eff - 1) * np.sqrt(var / n_eff)
+    half = _scipy_stats().t.ppf(0.975, n_eff - 1) * np.sqrt(var / n_eff)
     return mean, (mean - half, mean + half)
 
 

@@ -19,10 +19,18 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 import numpy as np
-from scipy import stats
 
 from ..errors import InputError
 from .closed_form import alpha_from_expected_tokens_iid, committed_tokens_distribution, expected_tokens_iid
+
+
+def _scipy_stats():
+    """scipy.stats, imported on first use: it takes seconds to import, and `predict` (whose parser imports this
+    module) must not pay for it (the project's rule: predict imports neither torch, matplotlib nor scipy.stats)."""
+    from scipy import stats
+
+    return stats
+
 
 #: two-sided confidence level of every interval reported
 CONFIDENCE = 0.95
@@ -38,8 +46,8 @@ def clopper_pearson(successes, trials, confidence: float = CONFIDENCE) -> tuple[
     n = np.asarray(trials, dtype=float)
     tail = (1.0 - confidence) / 2.0
     with np.errstate(invalid="ignore", divide="ignore"):
-        low = np.where(x > 0, stats.beta.ppf(tail, x, n - x + 1), 0.0)
-        high = np.where(x < n, stats.beta.ppf(1.0 - tail, x + 1, n - x), 1.0)
+        low = np.where(x > 0, _scipy_stats().beta.ppf(tail, x, n - x + 1), 0.0)
+        high = np.where(x < n, _scipy_stats().beta.ppf(1.0 - tail, x + 1, n - x), 1.0)
     return np.nan_to_num(low, nan=0.0), np.nan_to_num(high, nan=1.0)
 
 
@@ -145,7 +153,7 @@ def from_position_counts(engine: str, source: str, n_drafts: int, reached, recor
     values = np.arange(k + 1)
     mean = float((counts * values).sum() / n_drafts)
     var = float((counts * (values - mean) ** 2).sum() / max(n_drafts - 1, 1))
-    half = stats.norm.ppf(0.5 + CONFIDENCE / 2) * np.sqrt(var / n_drafts)
+    half = _scipy_stats().norm.ppf(0.5 + CONFIDENCE / 2) * np.sqrt(var / n_drafts)
     expected = 1.0 + mean
     e_ci = (float(max(1.0, expected - half)), float(min(k + 1.0, expected + half)))
     alpha = float(alpha_from_expected_tokens_iid(expected, k))
@@ -178,7 +186,7 @@ def from_mean_length(engine: str, source: str, expected_tokens: float, k: int, r
         pmf = committed_tokens_distribution(np.full(k, alpha))
         n = np.arange(1, k + 2)
         sd = float(np.sqrt((pmf * (n - expected) ** 2).sum()))
-        half = stats.norm.ppf(0.5 + CONFIDENCE / 2) * sd / np.sqrt(n_drafts)
+        half = _scipy_stats().norm.ppf(0.5 + CONFIDENCE / 2) * sd / np.sqrt(n_drafts)
         expected_tokens_ci = (expected - half, expected + half)
     e_ci = alpha_ci = None
     if expected_tokens_ci is not None:
