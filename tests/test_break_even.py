@@ -16,6 +16,14 @@ from rooflinesim.pricing.speculative import get_break_even_batch
 from rooflinesim.pricing.sweep import sweep
 from rooflinesim.scenario.builder import build_scenario
 
+try:  # tests/ on sys.path (pytest's default rootdir/prepend import mode)
+    import engine_config_parsing  # noqa: F401
+except ImportError:  # tests/ imported as a package
+    import sys
+    from pathlib import Path
+
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+
 # bare kernels (engine ideal): the hand-checked speedups below are the step model's, not an engine profile's
 QWEN = dict(hw="l40s", model="qwen2.5-7b", draft="qwen2.5-0.5b", engine="ideal")
 BATCHES = [1, 2, 4, 8, 16, 32, 64, 128, 256]
@@ -32,7 +40,9 @@ def test_qwen_on_l40s_at_8k_pays_up_to_the_largest_batch_that_fits():
         assert row["largest_fitting_batch"] == 32 and 32 <= row["max_batch_that_fits"] < 64
         assert sched["vllm"]["speculative_disable_by_batch_size"] is None
         schedule = sched["trtllm"]["draft_len_schedule"]
-        assert max(schedule) <= 32 and 0 not in schedule.values()  # no k = 0 entry for a batch that does not fit
+        # no k = 0 entry for a batch that does not fit; the last k holds up to the memory cap (keys: up to)
+        assert max(schedule) == row["max_batch_that_fits"] and 0 not in schedule.values()
+        assert max(sched["trtllm"]["draft_len_schedule_older_releases"]) <= 32
         assert sched["trtllm"]["max_concurrency"] is None
 
 
@@ -54,7 +64,7 @@ def test_70b_tp4_at_2k_is_not_an_out_of_memory_break_even():
         assert fits[at] and result.best_speculative_speedup[at, 0, 0] < 1
     else:
         assert result.break_even_verdict[0, 0] == "pays_up_to_largest_fitting_batch"
-    assert all(b <= result.get_largest_fitting_batch()[0]
+    assert all(b <= result.get_break_even_table()[0]["max_batch_that_fits"]
                for b in result.get_engine_schedules()[0]["trtllm"]["draft_len_schedule"])
 
 
@@ -62,7 +72,8 @@ def test_never_pays_and_nothing_fits_are_distinct_verdicts():
     never = sweep(hw="cpu", model="llama-3.1-8b", draft="llama-3.2-1b", batch=[64, 128], ctx=[128], alpha=[0.3])
     row = never.get_break_even_table()[0]
     assert row["speculation_verdict"] == "never_pays" and row["break_even_batch"] == 64
-    assert never.get_engine_schedules()[0]["trtllm"] == {"draft_len_schedule": {64: 0}, "max_concurrency": 0}
+    assert never.get_engine_schedules()[0]["trtllm"] == {
+        "draft_len_schedule": {}, "draft_len_schedule_older_releases": {64: 0}, "max_concurrency": 0}
     nothing = sweep(hw="l4", model="llama-3.1-70b", draft="llama-3.2-1b", batch=[1, 2], ctx=[1024], alpha=[0.8])
     row = nothing.get_break_even_table()[0]
     assert row["speculation_verdict"] == "nothing_fits" and row["break_even_batch"] is None
@@ -80,9 +91,9 @@ def test_emitted_engine_configs_stop_at_the_batch_that_fits(capsys):
         if engine == "sglang":
             assert "every batch that fits: up to 41" in out
         else:
-            import yaml
+            from engine_config_parsing import trtllm_speculative_config
 
-            schedule = yaml.safe_load(out)["speculative_config"]["draft_len_schedule"]
+            schedule = trtllm_speculative_config(out)["draft_len_schedule"]
             assert max(schedule) <= 41 and 0 not in schedule.values()
 
 

@@ -49,19 +49,24 @@ def test_bare_predict_json_contract(capsys):
 
 
 def test_api_to_dict_equals_json_output(capsys):
-    args = dict(hw="h100", model="llama-2-7b", batch=8, ctx="32k", kv_dtype="fp8", attention="unfused")
+    # issue 24: llama-2-7b has no default draft (no smaller shipped llama-2): the draft is given
+    args = dict(hw="h100", model="llama-2-7b", batch=8, ctx="32k", kv_dtype="fp8", attention="unfused",
+                draft="tiny-draft-2l")
     code, out, _ = run_cli(capsys, "predict", "--hw", "h100", "--model", "llama-2-7b", "--batch", "8", "--ctx", "32k",
-                           "--kv-dtype", "fp8", "--attention", "unfused", "--allow-long-context", "--json")
+                           "--kv-dtype", "fp8", "--attention", "unfused", "--allow-long-context", "--draft",
+                           "tiny-draft-2l", "--json")
     assert code == 0
     api = rooflinesim.predict(**args, allow_long_context=True).to_dict()
     assert json.loads(out) == json.loads(json.dumps(api))
 
 
 def test_human_output_has_the_sections(capsys):
-    code, out, _ = run_cli(capsys, "predict", "--hw", "h200", "--batch", "8", "--ctx", "32k")
+    # issue 24: the op table and the k table are printed on request (--ops, --k-table); the summary names the
+    # deployment ("Deployment" replaced "Hardware" and "Model") and the speculation ("Speculation")
+    code, out, _ = run_cli(capsys, "predict", "--hw", "h200", "--batch", "8", "--ctx", "32k", "--ops", "--k-table")
     assert code == 0
-    for text in ("Hardware", "ridge", "Model", "Decode step ops", "q_proj", "Decode:", "Prefill", "Memory",
-                 "Speculative"):
+    for text in ("Deployment", "ridge", "Decode step ops", "q_proj", "Decode:", "Prefill", "Memory",
+                 "Speculative decoding", "Speculation"):
         assert text in out
 
 

@@ -270,3 +270,14 @@ def test_validation_plot_draws_a_row_per_validated_dtype():
     titles = [ax.get_title() for ax in fig.axes]
     assert len(fig.axes) == 4 and titles[0].startswith("fp32:") and titles[2].startswith("bf16:")
     _check_figure(fig, n_axes_with_data=4)
+
+
+def test_roofline_marks_the_steps_that_do_not_fit():
+    """Issue 24 (every chart kind): the roofline placed steps that exceed device memory like any other."""
+    fig = plots.plot_roofline("a100", "llama-3.1-8b", batch=[1, 256], ctx=[32768])
+    data = plots.get_roofline_data(plots.get_scenario("a100", "llama-3.1-8b", [1, 256], [32768], speculative=False))
+    assert data["fits"]["decode"][:, 0].tolist() == [True, False]
+    legend = [t.get_text() for t in fig.axes[0].get_legend().get_texts()]
+    assert any("does not fit in device memory" in t for t in legend)
+    fitting = plots.plot_roofline("a100", "llama-3.1-8b", batch=[1, 8], ctx=[1024])
+    assert not any("does not fit" in t.get_text() for t in fitting.axes[0].get_legend().get_texts())

@@ -230,7 +230,7 @@ def test_rich_table_header_shows_expected_tokens():
     from rooflinesim.report import render_prediction
 
     console = Console(file=io.StringIO(), width=140, record=True)
-    render_prediction(rooflinesim.predict(), console)
+    render_prediction(rooflinesim.predict(), console, k_table=True)  # issue 24: the k table is on request
     assert "E[tokens]" in console.export_text()
 
 

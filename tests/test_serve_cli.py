@@ -4,7 +4,6 @@ import json
 
 import numpy as np
 import pytest
-import yaml
 
 from rooflinesim.cli import main
 from rooflinesim.scenario.builder import build_scenario
@@ -12,6 +11,14 @@ from rooflinesim.serve import ServeConfig
 from rooflinesim.serve.engine_configs import emit_engine_config, get_k_by_batch
 from rooflinesim.serve.rates import get_crossovers, parse_rates
 from rooflinesim.serve.workload import LengthDistribution, load_trace
+
+try:  # tests/ on sys.path (pytest's default rootdir/prepend import mode)
+    import engine_config_parsing  # noqa: F401
+except ImportError:  # tests/ imported as a package
+    import sys
+    from pathlib import Path
+
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 SMALL = ["--hw", "h100", "--model", "llama-3.1-8b", "--draft", "llama-3.2-1b", "--requests", "150",
          "--output-tokens", "64", "--prompt-tokens", "512", "--workers", "1"]
@@ -128,25 +135,36 @@ def test_k_by_batch_is_the_argmax_of_e_over_step_time(scenario):
     assert table["best_k"][0] > 0
 
 
-def test_vllm_config_follows_the_dynamic_speculative_config_rules(scenario):
-    config = json.loads(emit_engine_config(scenario, "vllm", ServeConfig(max_num_seqs=48), 2048, 5))
-    dynamic = config["speculative_config"]["dynamic_config"]
-    stats = {int(b): {int(k): v for k, v in row.items()} for b, row in dynamic["batch_stats"].items()}
-    assert 1 in stats and 48 in stats
-    assert all(list(row) == sorted(row) and {0, 1} <= set(row) for row in stats.values())
-    assert dynamic["max_num_speculative_tokens"] == len(dynamic["acceptance_rate_per_pos"]) == 5
-    assert dynamic["acceptance_rate_per_pos"] == pytest.approx([0.8 ** (i + 1) for i in range(5)])
-    # ITL in ms is the speculative step time priced by the model
-    assert stats[1][0] == pytest.approx(float(get_k_by_batch(scenario, 1, 2048, 5)["step_time_s"][0, 0]) * 1e3,
-                                        rel=1e-4)
+def test_vllm_config_follows_the_dynamic_sd_schedule_rules(scenario):
+    """Issue 24 changed this test on purpose: vLLM's merged Dynamic SD (PR #32374) takes
+    num_speculative_tokens_per_batch_size ranges, not the dynamic_config / batch_stats of the PR's draft; the text is
+    a full launch line (tests/test_engine_configs.py parses it)."""
+    from engine_config_parsing import vllm_speculative_config
+
+    config = vllm_speculative_config(emit_engine_config(scenario, "vllm", ServeConfig(max_num_seqs=48), 2048, 5))
+    ranges = config["num_speculative_tokens_per_batch_size"]
+    assert ranges[0][0] == 1 and ranges[-1][1] == 48
+    assert all(a[1] + 1 == b[0] for a, b in zip(ranges, ranges[1:]))  # contiguous, inclusive
+    assert max(k for _, _, k in ranges) == config["num_speculative_tokens"] <= 5
+    table = get_k_by_batch(scenario, 48, 2048, 5)
+    for first, last, k in ranges:  # each range is the argmax E(k) / step time of its batches
+        assert set(table["best_k"][first - 1:last].tolist()) == {k}
 
 
-def test_trtllm_schedule_starts_at_batch_1_with_max_draft_len(scenario):
+def test_trtllm_schedule_keys_are_the_last_batch_of_each_k(scenario):
+    """TensorRT-LLM reads draft_len_schedule {4: 4, 8: 2} as batches 1-4 draft 4, 5-8 draft 2, above 8 none
+    (tensorrt_llm/llmapi/llm_args.py, PR #10860); issue 24 changed this test on purpose (keys were 'from')."""
+    from engine_config_parsing import trtllm_speculative_config
+
     text = emit_engine_config(scenario, "trtllm", ServeConfig(max_num_seqs=256), 8192, 8)
-    config = yaml.safe_load(text)["speculative_config"]
+    config = trtllm_speculative_config(text)
     schedule = config["draft_len_schedule"]
-    assert schedule[1] == config["max_draft_len"] > 0
-    assert max(schedule.values()) <= config["max_draft_len"]
+    table = get_k_by_batch(scenario, max(schedule), 8192, 8)
+    previous = 0
+    for last, k in schedule.items():
+        assert set(table["best_k"][previous:last].tolist()) == {k}
+        previous = last
+    assert max(schedule.values()) == config["max_draft_len"] > 0
 
 
 def test_sglang_config_is_a_chain_of_steps(scenario):
@@ -157,7 +175,9 @@ def test_sglang_config_is_a_chain_of_steps(scenario):
 
 
 def test_emit_config_cli(capsys):
+    from engine_config_parsing import vllm_speculative_config
+
     code, out, err = run_cli(capsys, "serve", "--hw", "h100", "--model", "llama-3.1-8b", "--draft", "llama-3.2-1b",
                              "--emit-config", "vllm", "--max-num-seqs", "32")
-    assert code == 0 and json.loads(out)["speculative_config"]["dynamic_config"]["batch_stats"]
-    assert "rooflinesim" in err
+    assert code == 0 and vllm_speculative_config(out)["num_speculative_tokens_per_batch_size"]
+    assert out.startswith("# rooflinesim") and "--rate" in err

@@ -150,8 +150,9 @@ def test_speculation_stops_paying_on_a_compute_bound_cpu():
     assert sched["speculation_verdict"] == "stops_paying"
     assert sched["vllm"]["speculative_disable_by_batch_size"] == be
     assert sched["vllm"]["num_speculative_tokens"] >= 1
-    schedule = sched["trtllm"]["draft_len_schedule"]  # keys: the batch from which each k applies (TensorRT-LLM)
+    schedule = sched["trtllm"]["draft_len_schedule_older_releases"]  # keys: the batch from which each k applies
     assert schedule[1] >= 1 and list(schedule.values())[-1] == 0 and max(schedule) == be
+    assert max(sched["trtllm"]["draft_len_schedule"]) < be  # keys: the last batch of each k; off above
     assert sched["trtllm"]["max_concurrency"] == int(result.batch[result.batch < be].max())
 
 
@@ -168,7 +169,10 @@ def test_break_even_and_schedules_on_a_synthetic_grid():
     assert int(r.break_even_batch[0, 0]) == 4
     s = r.get_engine_schedules()[0]
     assert s["vllm"] == {"speculative_disable_by_batch_size": 4, "num_speculative_tokens": 2}
-    assert s["trtllm"] == {"draft_len_schedule": {1: 2, 2: 1, 4: 0}, "max_concurrency": 2}
+    # issue 24 changed this on purpose: TensorRT-LLM (PR #10860) reads each key as the last batch of its k; the
+    # "from this batch" reading of older releases is kept under its own key
+    assert s["trtllm"] == {"draft_len_schedule": {1: 2, 2: 1}, "draft_len_schedule_older_releases": {1: 2, 2: 1, 4: 0},
+                           "max_concurrency": 2}
 
 
 def test_sweep_point_equals_predict():

@@ -42,7 +42,7 @@ def odd_result(result):
 
 def reference_csv(result) -> str:
     """The writer this replaces: csv.writer over Python lists of every column."""
-    rows = result.to_rows()
+    rows = result.to_columns()
     out = io.StringIO()
     writer = csv.writer(out)
     writer.writerow(rows.keys())
@@ -69,7 +69,7 @@ def test_csv_parses_back_to_the_in_memory_grid_exactly(which, request):
     res = request.getfixturevalue(which)
     parsed = parse_csv(res.to_csv())
     assert list(parsed) == COLUMNS
-    rows = res.to_rows()
+    rows = res.to_columns()
     assert len(parsed["speedup"]) == res.n_points == 4 * 2 * 5 * 3
     for name in ("batch", "context_tokens", "k"):
         assert [int(x) for x in parsed[name]] == rows[name].tolist()
@@ -90,7 +90,7 @@ def test_json_is_byte_identical_to_json_dumps_and_parses_back(which, request):
         assert b"".join(iter_json(res, chunk_rows)).decode() == expected, chunk_rows
     grid = json.loads(res.to_json())["grid"]
     assert list(grid) == COLUMNS
-    for name, values in res.to_rows().items():
+    for name, values in res.to_columns().items():
         if values.dtype.kind == "f":
             assert np.array(grid[name], dtype=np.float64).tobytes() == values.tobytes(), name
         else:

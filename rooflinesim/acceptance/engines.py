@@ -228,8 +228,10 @@ def _parse_vllm_v1(text: str, source: str, k_given: int | None) -> MeasuredAccep
     warnings += _check_k_given(k, k_given, source)
     n_drafts = sum(r[2] for r in records)
     reached = np.sum([r[3] for r in records], axis=0)
-    warnings.append(f"{source}: per-position counts are rebuilt from rates logged to 3 decimals "
-                    f"(about +-{0.0005 * n_drafts:.0f} per position over {n_drafts:,} drafts)")
+    spread = 0.0005 * n_drafts  # a rate rounded to 3 decimals, times the drafts it was logged over
+    if spread >= 0.5:  # below half a count the rebuilt integer counts are exact: nothing to say
+        warnings.append(f"{source}: per-position counts are rebuilt from rates logged to 3 decimals "
+                        f"(about +-{spread:.0f} per position over {n_drafts:,} drafts)")
     return from_position_counts(ENGINE_NAMES["vllm-v1"], source, n_drafts, reached, records=len(records),
                                 warnings=warnings)
 

@@ -25,6 +25,7 @@ from .closed_form import (
     alpha_from_expected_tokens_iid, committed_tokens_distribution, expected_tokens_iid, get_expected_tokens,
 )
 
+
 #: two-sided confidence level of every interval reported
 CONFIDENCE = 0.95
 

@@ -6,11 +6,15 @@ import argparse
 import sys
 
 from ..errors import InputError
+from ..scenario.inputs import (
+    DEFAULT_ALPHA, DEFAULT_HARDWARE, DEFAULT_MODEL, DEFAULT_OUTPUT_TOKENS, DEFAULT_PROMPT_TOKENS, DEFAULT_SERVE_REQUESTS,
+    DEFAULT_SWEEP_ALPHAS,
+)
 
 
 def add_deployment_arguments(p: argparse.ArgumentParser) -> None:
     """dtypes, attention mode, tensor parallelism, quantisation groups: shared by predict, sweep and plot."""
-    p.add_argument("--weight-dtype", default="bf16", help="fp32, bf16, fp16, fp8, int8, int4 (default bf16)")
+    p.add_argument("--weight-dtype", default=None, help="fp32, bf16, fp16, fp8, int8, int4 (default bf16)")
     p.add_argument("--kv-dtype", default=None, help="KV-cache dtype (default: the activation dtype)")
     p.add_argument("--activation-dtype", default=None, help="default: the weight dtype, bf16 for quantised weights")
     p.add_argument("--attention", default="flash", choices=["flash", "unfused", "per-head"],
@@ -35,15 +39,17 @@ def add_deployment_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def add_workload_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--hw", default="a100", help="hardware name, alias or YAML path (default a100)")
+    p.add_argument("--hw", default=None, help=f"hardware name, alias or YAML path (default {DEFAULT_HARDWARE})")
     p.add_argument("--calibration", help="measured profile YAML to apply to --hw")
-    p.add_argument("--model", default="llama-3.1-8b", help="model name, YAML path or HF config.json (default llama-3.1-8b)")
+    p.add_argument("--model", default=None, help="model name, YAML path, HF config.json or the folder holding it "
+                                                 f"(default {DEFAULT_MODEL})")
     add_deployment_arguments(p)
     p.add_argument("--allow-long-context", action="store_true", help="model a context above the model's max (warns)")
 
 
 def add_speculation_arguments(p: argparse.ArgumentParser, alpha_list: bool = False) -> None:
-    p.add_argument("--draft", default=None, help="draft model name, YAML or config.json (default llama-3.2-1b)")
+    p.add_argument("--draft", default=None, help="draft model name, YAML, config.json or its folder (default: the "
+                                                 "smallest shipped model of the target's tokenizer family)")
     p.add_argument("--drafter", default="model", choices=["model", "ngram", "head", "eagle", "eagle3", "medusa", "mtp", "self"],
                    help="model: a separate draft model; ngram: model-free (free); eagle, eagle3, medusa, mtp: "
                         "self-drafting heads priced from their own ops (eagle/eagle3: --draft the head's config.json); head: eagle-style with --head-layer-fraction; self: the "
@@ -65,9 +71,11 @@ def add_speculation_arguments(p: argparse.ArgumentParser, alpha_list: bool = Fal
                         "speculative_num_draft_tokens (e.g. 6,10,60), or a static tree as a JSON list of paths "
                         "(Medusa's medusa_choices, e.g. '[[0],[1],[0,0]]'); k then counts tree tokens")
     if alpha_list:
-        p.add_argument("--alpha", default=None, help="acceptance rates, e.g. 0.6,0.8 (default 0.6,0.8)")
+        p.add_argument("--alpha", default=None, help="acceptance rates, e.g. 0.6,0.8 (default "
+                                                     f"{','.join(f'{a:g}' for a in DEFAULT_SWEEP_ALPHAS)})")
     else:
-        p.add_argument("--alpha", type=float, default=None, help="i.i.d. acceptance rate in [0, 1] (default 0.8)")
+        p.add_argument("--alpha", type=float, default=None,
+                       help=f"i.i.d. acceptance rate in [0, 1] (default {DEFAULT_ALPHA:g})")
     add_acceptance_source_arguments(p)
 
 
@@ -106,6 +114,22 @@ def speculation_options(args) -> dict:
                 draft_kv_budget=args.draft_kv_budget, draft_layer_fraction=args.draft_layer_fraction)
 
 
+def print_assumed(assumed: dict, console=None) -> None:
+    """The "assumed:" line: every input the user did not give, with the value used (stderr beside JSON or a
+    config on stdout)."""
+    from ..scenario.builder import format_assumed
+
+    line = format_assumed(assumed)
+    if not line:
+        return
+    if console is None:
+        print(line, file=sys.stderr)
+    else:
+        from rich.markup import escape
+
+        console.print(f"[cyan]assumed:[/] {escape(line[len('assumed: '):])}")
+
+
 def print_warnings(warnings, console=None) -> None:
     for warning in warnings:
         if console is None:
@@ -119,7 +143,6 @@ def print_warnings(warnings, console=None) -> None:
 def add_serve_arguments(p: argparse.ArgumentParser) -> None:
     add_workload_arguments(p)
     add_speculation_arguments(p)
-    p.set_defaults(hw="h100")
     p.add_argument("--alpha-per-position", default=None, help="conditional acceptance per draft position (not --alpha)")
     p.add_argument("--rate", default=None, help="requests per second: 4, 1,2,4 or 1..32 (doublings); inf: all "
                                                 "requests at once; a trace alone replays its own rate")
@@ -131,11 +154,11 @@ def add_serve_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--policy", default="off,dynamic", help="off, fixed:K, off-above:B:K, schedule:1=4,16=2, "
                                                            "dynamic[:KMAX], adaptive[:KMAX], chain:K (a chain beside a --tree); "
                                                            "comma-separated")
-    p.add_argument("--requests", type=int, default=1000, help="requests per run (default 1000)")
-    p.add_argument("--prompt-tokens", default="1024", help="prompt lengths: 1024 or fixed:1024, uniform:LO:HI, "
-                                                           "lognormal:MEDIAN:SIGMA[:MAX], or a dataset: sonnet "
-                                                           "(default 1024)")
-    p.add_argument("--output-tokens", default="128", help="output lengths, same forms (default 128)")
+    p.add_argument("--requests", type=int, default=None, help=f"requests per run (default {DEFAULT_SERVE_REQUESTS})")
+    p.add_argument("--prompt-tokens", default=None, help="prompt lengths: 1024 or fixed:1024, uniform:LO:HI, "
+                                                         "lognormal:MEDIAN:SIGMA[:MAX], or a dataset: sonnet "
+                                                         f"(default {DEFAULT_PROMPT_TOKENS})")
+    p.add_argument("--output-tokens", default=None, help=f"output lengths, same forms (default {DEFAULT_OUTPUT_TOKENS})")
     p.add_argument("--arrivals", default="poisson", choices=["poisson", "gamma"])
     p.add_argument("--cv", type=float, default=1.0, help="coefficient of variation of gamma inter-arrival gaps")
     p.add_argument("--trace", default=None, help="JSONL trace: arrival_s, prompt_tokens, output_tokens per line")

@@ -48,6 +48,14 @@ def cmd_merge(args) -> int:
     return 0
 
 
+def format_layer_overheads(layer_s: float, in_model_s: float) -> str:
+    """The fitted per-layer overheads as printed after calibrating: only the ones the fit kept (a cost fitted to 0
+    is left out, never printed as "0 us"), to 2 significant figures; '' when both are 0."""
+    parts = [f"{value / MICRO:.2g} us{where}" for value, where in ((layer_s, ""), (in_model_s, " in a model's layers"))
+             if value > 0]
+    return f"per-layer overhead {' + '.join(parts)}, " if parts else ""
+
+
 def cmd_calibrate(args) -> int:
     import shlex
     from pathlib import Path
@@ -94,8 +102,7 @@ def cmd_calibrate(args) -> int:
     for dtype, prof in spec.measured.dtypes.items():
         print(f"  {dtype}: GEMV {prof.gemv_bandwidth_bytes_per_s / GIGA:.1f} GB/s, copy "
               f"{prof.copy_bandwidth_bytes_per_s / GIGA:.1f} GB/s, GEMM peak {prof.peak_flops_per_s / GIGA:.0f} GFLOP/s, "
-              f"per-layer overhead {prof.layer_overhead_s / MICRO:.0f} us + "
-              f"{prof.in_model_layer_overhead_s / MICRO:.0f} us in a model's layers, in-model scale "
+              f"{format_layer_overheads(prof.layer_overhead_s, prof.in_model_layer_overhead_s)}in-model scale "
               f"{prof.in_model_scale:.2f}")
     if "re-run in a quiet window" in prov.notes:
         print("warning: the CPU was contended by other processes during the run (see the profile's notes); "

@@ -6,7 +6,7 @@ import sys
 
 from ..errors import InputError
 from ..units import parse_float_list
-from .arguments import deployment_options, print_warnings, speculation_options
+from .arguments import deployment_options, print_assumed, print_warnings, speculation_options
 
 #: What a command prints with --json: its stdout text and its stderr lines (the warnings)
 CommandOutput = tuple[str, list[str]]
@@ -14,6 +14,13 @@ CommandOutput = tuple[str, list[str]]
 
 def get_warning_lines(warnings) -> list[str]:
     return [f"warning: {warning}" for warning in warnings]
+
+
+def get_assumed_lines(assumed: dict) -> list[str]:
+    from ..scenario.builder import format_assumed
+
+    line = format_assumed(assumed)
+    return [line] if line else []
 
 
 def print_output(output: CommandOutput) -> int:
@@ -35,11 +42,13 @@ def _predict(args):
 
 
 def get_predict_output(args) -> CommandOutput:
-    """What `predict --json` prints: the JSON on stdout, the warnings on stderr (explore's /api/predict too)."""
+    """What `predict --json` prints: the JSON on stdout, the warnings and the assumed line on stderr (explore's
+    /api/predict too)."""
     from ..report import to_json
 
     prediction = _predict(args)
-    return to_json(prediction), get_warning_lines(prediction.warnings)
+    return to_json(prediction), (get_warning_lines(prediction.warnings)
+                                 + get_assumed_lines(prediction.scenario.assumed))
 
 
 def cmd_predict(args) -> int:
@@ -47,7 +56,7 @@ def cmd_predict(args) -> int:
 
     if args.json:
         return print_output(get_predict_output(args))
-    render_prediction(_predict(args))
+    render_prediction(_predict(args), ops=args.ops, k_table=args.k_table)
     return 0
 
 
@@ -57,9 +66,10 @@ def get_sweep_result(args):
     from ..units import parse_count_range, parse_int_range
 
     return sweep(
-        hw=args.hw, model=args.model, batch=parse_count_range(args.batch), ctx=parse_count_range(args.ctx),
+        hw=args.hw, model=args.model, batch=None if args.batch is None else parse_count_range(args.batch),
+        ctx=None if args.ctx is None else parse_count_range(args.ctx),
         alpha=None if args.alpha is None else parse_float_list(args.alpha, "acceptance rate"),
-        k=parse_int_range(args.k, what="--k"),
+        k=None if args.k is None else parse_int_range(args.k, what="--k"),
         **deployment_options(args), **speculation_options(args),
     )
 
@@ -67,7 +77,7 @@ def get_sweep_result(args):
 def get_sweep_output(args) -> CommandOutput:
     """What `sweep --json` prints (without -o): break-even and schedules on stdout, warnings on stderr."""
     result = get_sweep_result(args)
-    return result.to_json(include_grid=False), get_warning_lines(result.warnings)
+    return result.to_json(include_grid=False), get_warning_lines(result.warnings) + get_assumed_lines(result.assumed)
 
 
 def cmd_sweep(args) -> int:
@@ -89,7 +99,8 @@ def cmd_sweep(args) -> int:
 
         write_grid(result, Path(args.output), fmt)
     if args.json:
-        return print_output((result.to_json(include_grid=False), get_warning_lines(result.warnings)))
+        return print_output((result.to_json(include_grid=False),
+                             get_warning_lines(result.warnings) + get_assumed_lines(result.assumed)))
     console = Console(width=140)
     table = Table(title=f"Where speculation stops paying: {result.model} on {result.hardware}, draft {result.draft}, "
                         f"engine {result.engine}")
@@ -108,6 +119,7 @@ def cmd_sweep(args) -> int:
         )
     console.print(table)
     console.print(f"{result.n_points:,} grid points" + (f"; grid written to {args.output}" if args.output else ""))
+    print_assumed(result.assumed, console)
     print_warnings(result.warnings, console)
     return 0
 
@@ -125,11 +137,13 @@ def describe_break_even(row: dict) -> str:
 
 
 def _serve(args) -> dict:
-    """Run `serve` for these flags: {"scenario", "emitted": (config, header)} with --emit-config, else {"scenario",
-    "rows", "crossovers"} (with -o the one run's request log is written too)."""
+    """Run `serve` for these flags: {"scenario", "emitted": (config, verdict note)} with --emit-config, else
+    {"scenario", "rows", "crossovers"} (with -o the one run's request log is written too)."""
+    from dataclasses import replace
+
     from ..fileio import check_output_path, write_text_atomic
     from ..scenario.builder import build_scenario
-    from ..scenario.inputs import check_positive_int
+    from ..scenario.inputs import DEFAULT_OUTPUT_TOKENS, DEFAULT_PROMPT_TOKENS, DEFAULT_SERVE_REQUESTS, check_positive_int
     from ..serve import ServeConfig, parse_policies, simulate
     from ..serve.engine import get_policy_k_bound
     from ..serve.guard import check_workload_work
@@ -143,24 +157,34 @@ def _serve(args) -> dict:
         check_cv(args.cv)
     if args.workers is not None:
         check_positive_int(args.workers, "--workers", 4096)
-    workload = WorkloadSpec(LengthDistribution.parse(args.prompt_tokens, "--prompt-tokens"),
-                            LengthDistribution.parse(args.output_tokens, "--output-tokens"),
-                            check_positive_int(args.requests, "--requests", 10_000_000), args.arrivals, args.cv,
-                            args.seed, args.trace)
+    assumed = {}
+    if args.trace is None:
+        for name, value, default in (("prompt", args.prompt_tokens, DEFAULT_PROMPT_TOKENS),
+                                     ("output", args.output_tokens, DEFAULT_OUTPUT_TOKENS)):
+            if value is None:
+                assumed[name] = f"{default} tokens"
+        if args.requests is None and not (args.emit_config and not args.rate):  # no runs: no request count
+            assumed["requests"] = f"{DEFAULT_SERVE_REQUESTS} per run"
+    workload = WorkloadSpec(LengthDistribution.parse(args.prompt_tokens or DEFAULT_PROMPT_TOKENS, "--prompt-tokens"),
+                            LengthDistribution.parse(args.output_tokens or DEFAULT_OUTPUT_TOKENS, "--output-tokens"),
+                            check_positive_int(DEFAULT_SERVE_REQUESTS if args.requests is None else args.requests,
+                                               "--requests", 10_000_000), args.arrivals, args.cv, args.seed, args.trace)
     longest = workload.prompt.max_tokens + workload.output.max_tokens
     scenario = build_scenario(args.hw, args.model, 1, longest, allow_long_context=args.allow_long_context,
                               alpha=args.alpha, alpha_per_position=args.alpha_per_position, k_values=[0],
-                              **deployment_options(args), **speculation_options(args))
+                              assumed=assumed, **deployment_options(args), **speculation_options(args))
     # the engine's scheduling (step formation, admission, token budget, sequence limit) unless given
     config = ServeConfig.for_engine(scenario.engine, args.max_num_seqs, args.max_num_batched_tokens, args.block_size,
                                     args.seed).check()
     if args.emit_config:
-        from ..serve.engine_configs import emit_engine_config, get_config_header
+        from ..serve.engine_configs import emit_engine_config
 
         context = workload.prompt.typical_tokens + workload.output.typical_tokens // 2
-        header = get_config_header(scenario, context) if args.emit_config == "vllm" else None
-        return {"scenario": scenario,
-                "emitted": (emit_engine_config(scenario, args.emit_config, config, context), header)}
+        stop_batch, verdict = _serve_verdict(args, scenario, workload, config) if args.rate else (None, None)
+        note = [] if args.rate else ["note: the verdict is the step model's at one context; give --rate to carry "
+                                     "serve's verdict under load into the threshold"]
+        return {"scenario": scenario, "emitted": (emit_engine_config(scenario, args.emit_config, config, context,
+                                                                     stop_batch=stop_batch, verdict=verdict), note)}
     policies = [p.name for p in parse_policies(args.policy, get_policy_k_bound(scenario))]
     concurrencies = None
     if args.concurrency is not None:
@@ -168,8 +192,9 @@ def _serve(args) -> dict:
             raise InputError("give --rate (open loop) or --concurrency (closed loop), not both")
         concurrencies = parse_concurrencies(args.concurrency)
     rates = parse_rates(args.rate) if args.rate else [None]
-    if rates == [None] and args.trace is None:
+    if rates == [None] and args.trace is None and concurrencies is None:
         rates = [4.0]
+        scenario = replace(scenario, assumed={**scenario.assumed, "rate": "4 requests/s (--rate to change)"})
     for value, what in ((args.slo_ttft, "--slo-ttft"), (args.slo_tpot, "--slo-tpot")):
         if value is not None and not value > 0:
             raise InputError(f"{what} must be a positive number of seconds, got {value}")
@@ -201,10 +226,11 @@ def get_serve_output(args) -> CommandOutput:
     import json
 
     run = _serve(args)
-    warnings = get_warning_lines(run["scenario"].warnings)
+    scenario = run["scenario"]
+    warnings = get_warning_lines(scenario.warnings)
     if "emitted" in run:
-        config, header = run["emitted"]  # JSON carries no comment: vLLM's provenance goes to stderr
-        return config, ([header] if header is not None else []) + warnings
+        config, note = run["emitted"]
+        return config, note + warnings
 
     def finite(value):  # --rate inf: JSON has no infinity
         return "inf" if isinstance(value, float) and value == float("inf") else value
@@ -212,7 +238,8 @@ def get_serve_output(args) -> CommandOutput:
     runs = [{**row, "rate_per_s": finite(row["rate_per_s"])} for row in run["rows"]]
     crossings = [{key: ({**at, "rate_per_s": finite(at["rate_per_s"])} if isinstance(at, dict) and "rate_per_s" in at
                         else at) for key, at in c.items()} for c in run["crossovers"]]
-    return json.dumps({"runs": runs, "crossovers": crossings}, indent=1), warnings
+    return (json.dumps({"runs": runs, "crossovers": crossings, "assumed": scenario.assumed}, indent=1),
+            warnings + get_assumed_lines(scenario.assumed))
 
 
 def cmd_serve(args) -> int:
@@ -230,8 +257,34 @@ def cmd_serve(args) -> int:
                       f"{scenario.engine_name}")
     if args.output:
         console.print(f"per-request log written to {args.output}")
+    print_assumed(scenario.assumed, console)
     print_warnings(scenario.warnings, console)
     return 0
+
+
+def _serve_verdict(args, scenario, workload, config) -> tuple[int | None, str]:
+    """(the batch from which speculation goes off, the verdict in words) from serve's own runs at --rate: off against
+    the first speculative --policy; the crossover for latency is where it stops paying, at off's mean batch there."""
+    import math
+
+    from ..serve import parse_policies
+    from ..serve.rates import get_crossovers, parse_rates, run_rate_sweep
+
+    policies = [p.name for p in parse_policies(args.policy)]
+    speculative = [p for p in policies if p != "off"]
+    if not speculative:
+        raise InputError("--emit-config with --rate compares 'off' with a speculative --policy (e.g. off,dynamic)")
+    rates = parse_rates(args.rate)
+    rows = run_rate_sweep(scenario, workload, rates, ["off", speculative[0]], config, max_workers=args.workers)
+    crossover = get_crossovers(rows)[0]["latency"]
+    if crossover is None:
+        return None, (f"serve: {speculative[0]} speculation pays for latency at every rate tried (up to "
+                      f"{max(rates):g} requests/s)")
+    stop = max(1, math.ceil(crossover["mean_batch"]))
+    before = [r for r in sorted(rates) if r < crossover["rate_per_s"]]
+    still = f", still pays at {before[-1]:g}" if before else ""
+    return stop, (f"serve: {speculative[0]} speculation stops paying for latency from {crossover['rate_per_s']:g} "
+                  f"requests/s{still} (off's mean batch there {crossover['mean_batch']:.1f}): off from batch {stop}")
 
 
 PLOT_KINDS = {
@@ -274,15 +327,16 @@ def cmd_plot(args) -> int:
         from ..serve import LengthDistribution, parse_policies
         from ..serve.rates import WorkloadSpec, parse_rates
 
+        from ..scenario.inputs import DEFAULT_OUTPUT_TOKENS, DEFAULT_PROMPT_TOKENS, DEFAULT_SERVE_REQUESTS
+        from ..serve import ServeConfig
         from ..serve.engine import get_policy_k_bound
         from ..serve.rates import parse_concurrencies
 
         scenario = plots.get_scenario(args.hw, args.model, alpha=alphas[0] if alphas else None,
                                       **{**speculation, "k_values": [0]}, **deployment_options(args))
-        workload = WorkloadSpec(LengthDistribution.parse("1024", "prompt"), LengthDistribution.parse("128", "output"),
-                                requests=args.requests)
-        from ..serve import ServeConfig
-
+        workload = WorkloadSpec(LengthDistribution.parse(DEFAULT_PROMPT_TOKENS, "prompt"),
+                                LengthDistribution.parse(DEFAULT_OUTPUT_TOKENS, "output"),
+                                requests=DEFAULT_SERVE_REQUESTS if args.requests is None else args.requests)
         if args.concurrency is not None and args.rate is not None:
             raise InputError("give --rate (open loop) or --concurrency (closed loop), not both")
         policies = [p.name for p in parse_policies(args.policy or "off,fixed:4,dynamic", get_policy_k_bound(scenario))]
@@ -302,15 +356,16 @@ def cmd_plot(args) -> int:
                                   k=one(parse_int_range(args.k or "4", what="--k"), "k"),
                                   per_op=args.per_op, **options)
     elif args.kind == "speedup":
-        fig = plots.plot_speedup_map(alpha=None if args.acceptance else one(alphas or [0.8], "--alpha"),
+        fig = plots.plot_speedup_map(alpha=None if args.acceptance or not alphas else one(alphas, "--alpha"),
                                      batch=parse_count_range(args.batch or "1..1024"),
                                      ctx=parse_count_range(args.ctx or "512..128k"),
-                                     k=parse_int_range(args.k or "0..8", what="--k"), **speculation, **options)
+                                     k=parse_int_range(args.k, what="--k") if args.k else None, **speculation, **options)
     elif args.kind == "k":
         fig = plots.plot_speedup_vs_k(alpha=None if args.acceptance else alphas or [0.6, 0.7, 0.8, 0.9],
                                       batch=one(parse_count_range(args.batch or "1"), "--batch"),
                                       ctx=one(parse_count_range(args.ctx or "4k"), "--ctx"),
-                                      k_max=max(parse_int_range(args.k or "0..10", what="--k")), **speculation, **options)
+                                      **({"k_max": max(parse_int_range(args.k, what="--k"))} if args.k else {}), **speculation,
+                                      **options)
     else:
         k = one(parse_int_range(args.k, what="--k"), "k") if args.k else None
         fig = plots.plot_step_breakdown(batch=one(parse_count_range(args.batch or "1"), "--batch"),
@@ -319,6 +374,7 @@ def cmd_plot(args) -> int:
     with open_atomic(out, "wb") as f:
         fig.savefig(f, format=out.suffix.lower().lstrip("."), dpi=150, bbox_inches="tight")
     print_warnings(getattr(fig, "rooflinesim_warnings", ()))
+    print_assumed(getattr(fig, "rooflinesim_assumed", {}))
     print(f"wrote {out}")
     return 0
 

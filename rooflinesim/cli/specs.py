@@ -101,6 +101,13 @@ def cmd_show(args) -> int:
             "ridge_point_flops_per_byte": spec.ridge_points_flops_per_byte,
             "compute_dtype_used_for": {d: spec.get_compute_dtype(d) for d in ("fp32", "bf16", "fp16", "fp8", "int8", "int4")},
         }
+        if spec.measured is None:  # what its datasheet predictions are read with (a profile has its own intervals)
+            from ..timing.datasheet_band import get_datasheet_band
+
+            band = get_datasheet_band(spec)
+            derived["datasheet_error_band"] = {"step_time_low_factor": band.low_factor,
+                                               "step_time_high_factor": band.high_factor, "published_rows": band.rows,
+                                               "flagged": not band.device_rows, "source": band.source}
     else:
         derived = {
             "params": spec.params,

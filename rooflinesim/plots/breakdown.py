@@ -61,8 +61,8 @@ def get_breakdown_data(scenario: Scenario, new_tokens: int = 1) -> tuple[object,
 
 
 def plot_step_breakdown(
-    hw="h100",
-    model="llama-3.1-8b",
+    hw=None,
+    model=None,
     batch: int = 1,
     ctx: Sequence[int] | None = None,
     new_tokens: int = 1,
@@ -77,7 +77,9 @@ def plot_step_breakdown(
     step time for comparison.
     """
     if ctx is None and not isinstance(hw, Scenario):
-        max_context = load_model(model).max_context_tokens
+        from ..scenario.inputs import DEFAULT_MODEL
+
+        max_context = load_model(DEFAULT_MODEL if model is None else model).max_context_tokens
         ctx = [2**i for i in range(8, 30) if 2**i <= max_context]
     scenario = get_scenario(hw, model, batch, ctx, speculative=False, **options)
     step, parts = get_breakdown_data(scenario, new_tokens)

@@ -75,10 +75,11 @@ def attach_warnings(fig, scenario: Scenario):
     """Keep the scenario's warnings with the figure (`fig.rooflinesim_warnings`), so the CLI shows them as every
     other front end does."""
     fig.rooflinesim_warnings = tuple(getattr(fig, "rooflinesim_warnings", ())) + tuple(scenario.warnings)
+    fig.rooflinesim_assumed = {**getattr(fig, "rooflinesim_assumed", {}), **scenario.assumed}
     return fig
 
 
-def get_scenario(hw, model=None, batch=1, ctx=4096, **options) -> Scenario:
+def get_scenario(hw=None, model=None, batch=1, ctx=4096, **options) -> Scenario:
     """The chart's scenario: `hw` may already be a Scenario (used as it is); otherwise every argument goes to
     `scenario.build_scenario`, the one place that resolves defaults and checks."""
     if isinstance(hw, Scenario):

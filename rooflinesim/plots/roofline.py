@@ -34,7 +34,10 @@ def get_roofline_data(scenario: Scenario, k: int = 4, per_op: bool = False, pref
     k = check_k(k, "verify k (draft length)")
     b, c = scenario.batch[:, None], scenario.context_tokens[None, :]
     shape = (b.size, c.size)
-    out = {"batch": scenario.batch, "context_tokens": scenario.context_tokens, "k": int(k)}
+    out = {"batch": scenario.batch, "context_tokens": scenario.context_tokens, "k": int(k),
+           # (n_batch, n_context): the decode and the verify step's memory fit (target weights, KV, activations)
+           "fits": {name: np.broadcast_to(scenario.get_memory_fit(b, c, q - 1).fits_in_memory, shape).copy()
+                    for name, q in (("decode", 1), ("verify", int(k) + 1))}}
     for name, q in (("decode", 1), ("verify", int(k) + 1)):
         step = get_workload_step(hw, model, w, q, timing, c, b)
         out[name] = (*_points(step, shape), np.broadcast_to(step.step_time_s, shape).copy())
@@ -52,8 +55,8 @@ def get_roofline_data(scenario: Scenario, k: int = 4, per_op: bool = False, pref
 
 
 def plot_roofline(
-    hw="a100",
-    model="llama-3.1-8b",
+    hw=None,
+    model=None,
     batch: Sequence[int] = (1, 8, 64, 256),
     ctx: Sequence[int] = (1024, 32768),
     k: int = 4,
@@ -90,10 +93,14 @@ def plot_roofline(
         intensity, perf, _ = data[name]
         intensities.append(intensity.ravel())
         perfs.append(perf.ravel())
+        fits = data["fits"][name]
         for j, c in enumerate(contexts):
             ax.plot(intensity[:, j], perf[:, j], marker=marker, linestyle=style, color=ctx_colors[j], markersize=7,
                     markeredgecolor="black", markeredgewidth=0.6, zorder=5,
                     label=f"{label}, ctx {format_count(c)}, batch {batches[0]}..{batches[-1]}")
+            out = ~fits[:, j]  # priced, but memory would not hold them: hollow
+            ax.plot(intensity[out, j], perf[out, j], marker=marker, linestyle="none", markersize=7,
+                    markerfacecolor="white", markeredgecolor=ctx_colors[j], markeredgewidth=1.2, zorder=6)
         if marker == "o":  # label the batch sizes once, along the decode curve of the first context
             for i, b in enumerate(batches):
                 ax.annotate(f"b={b}", (intensity[i, 0], perf[i, 0]), textcoords="offset points", xytext=(6, -12),
@@ -174,6 +181,11 @@ def plot_roofline(
         f"(weights {w.weight_dtype}, KV {kv}, compute {a}; verify k = {int(k)}; {timing.name} timing)",
         fontsize=10,
     )
+    if not all(f.all() for f in data["fits"].values()):
+        from matplotlib.lines import Line2D
+
+        ax.add_line(Line2D([], [], marker="o", linestyle="none", markerfacecolor="white", markeredgecolor="black",
+                           label="hollow: does not fit in device memory (priced as if it did)"))
     ax.legend(loc="upper left", fontsize=7.5, framealpha=0.9)
     return attach_warnings(fig, scenario)
 

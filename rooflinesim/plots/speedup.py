@@ -8,7 +8,7 @@ import numpy as np
 
 from ..acceptance import leviathan_walltime_improvement
 from ..scenario.builder import Scenario
-from ..scenario.inputs import check_k
+from ..scenario.inputs import DEFAULT_K_MAX, check_k
 from ..errors import InputError
 from ..pricing.speculative import get_best_k_index
 from ..pricing.sweep import SweepResult, sweep_scenario
@@ -49,13 +49,13 @@ def _speedup_norm(values: np.ndarray):
 
 
 def plot_speedup_map(
-    hw="h100",
-    model="llama-3.1-8b",
+    hw=None,
+    model=None,
     draft=None,
-    alpha: float = 0.8,
+    alpha: float | None = None,
     batch: Sequence[int] = tuple(2**i for i in range(11)),
     ctx: Sequence[int] = tuple(2**i for i in range(9, 18)),
-    k: Sequence[int] = tuple(range(0, 9)),
+    k: Sequence[int] | None = None,
     annotate: bool = True,
     colorbar: bool = True,
     ax=None,
@@ -75,7 +75,7 @@ def plot_speedup_map(
     from matplotlib.patches import Patch
 
     scenario = get_scenario(hw, model, batch, ctx, draft=draft, alpha=alpha,
-                            k_values=sorted({int(x) for x in np.atleast_1d(k)} | {0}),
+                            k_values=None if k is None else sorted({int(x) for x in np.atleast_1d(k)} | {0}),
                             allow_long_context=options.pop("allow_long_context", True), **options)
     result, cells = get_speedup_map_data(scenario)
     best, best_k, fits, pays = cells["best_speedup"], cells["best_k"], cells["fits"], cells["pays"]
@@ -148,13 +148,13 @@ def get_speedup_vs_k_data(scenario: Scenario) -> dict:
 
 
 def plot_speedup_vs_k(
-    hw="h100",
-    model="llama-3.1-8b",
+    hw=None,
+    model=None,
     draft=None,
     alpha: Sequence[float] = (0.6, 0.7, 0.8, 0.9),
     batch: int = 1,
     ctx: int = 4096,
-    k_max: int = 10,
+    k_max: int = DEFAULT_K_MAX,
     ax=None,
     **options,
 ):

@@ -13,7 +13,9 @@ import numpy as np
 from ..ops.op_cost import COLLECTIVE_KINDS
 from ..specs.registry import get_short_name
 from ..scenario.builder import Scenario, build_scenario
+from .sensitivity import add_intervals
 from .speculative import SpeculativeResult, analyse_speculation
+from ..timing.datasheet_band import get_datasheet_band
 from ..specs.hardware import HardwareSpec
 from ..errors import InputError
 from ..specs.model import ModelSpec
@@ -58,8 +60,13 @@ class StepSummary:
     engine_s: float = 0.0
 
     @classmethod
-    def from_step(cls, step: StepCost, new_tokens: int, context_tokens: int) -> "StepSummary":
+    def from_step(cls, step: StepCost, new_tokens: int, context_tokens: int, band=None) -> "StepSummary":
+        """`band`: a datasheet's error band (`timing.datasheet_band`), the interval where no profile gives one."""
         total_bytes = _scalar(step.bytes)
+        if step.sigmas is not None:
+            low, high = _scalar(step.step_time_s_low), _scalar(step.step_time_s_high)
+        else:
+            low, high = (None, None) if band is None else band.apply(_scalar(step.step_time_s))
         return cls(
             step_time_s=_scalar(step.step_time_s),
             roofline_step_time_s=_scalar(step.roofline_step_time_s),
@@ -77,8 +84,8 @@ class StepSummary:
             kv_share_of_bytes=(_scalar(step.kv_read_bytes) + _scalar(step.kv_write_bytes)) / total_bytes,
             new_tokens_per_sequence=new_tokens,
             context_tokens=context_tokens,
-            step_time_s_low=None if step.sigmas is None else _scalar(step.step_time_s_low),
-            step_time_s_high=None if step.sigmas is None else _scalar(step.step_time_s_high),
+            step_time_s_low=low,
+            step_time_s_high=high,
             engine_s=_scalar(np.asarray(step.engine_s, dtype=float)),
         )
 
@@ -137,6 +144,9 @@ class Prediction:
     warnings: list[str] = field(default_factory=list)
     speculative: SpeculativeResult | None = None  # when the scenario has a drafter
     scenario: Scenario | None = None
+    #: where the step times' intervals come from on a datasheet (the published-measurement band); None under a
+    #: measured profile, whose own intervals are used
+    interval_source: str | None = None
 
     @property
     def engine(self) -> str:
@@ -191,6 +201,8 @@ class Prediction:
             "decode": self.decode.__dict__.copy(),
             "ops": [row.__dict__.copy() for row in self.ops],
             "warnings": list(self.warnings),
+            "interval_source": self.interval_source,
+            "assumed": dict(self.scenario.assumed) if self.scenario is not None else {},
         }
         if self.speculative is not None:
             out["speculative"] = self.speculative.to_dict()
@@ -198,18 +210,19 @@ class Prediction:
 
 
 def predict(
-    hw: str | HardwareSpec = "a100",
-    model: str | ModelSpec = "llama-3.1-8b",
-    batch: int = 1,
-    ctx: int | str = 4096,
+    hw: str | HardwareSpec | None = None,
+    model: str | ModelSpec | None = None,
+    batch: int | None = None,
+    ctx: int | str | None = None,
     **options,
 ) -> Prediction:
     """Predict prefill and decode for `batch` sequences at context `ctx` (tokens already cached when decoding).
 
     ctx accepts 4096, '4k', '32K', '128k', '1M'. Every other option is `scenario.build_scenario`'s (dtypes,
     attention, tp / draft_tp, quant_group_size, calibration, allow_long_context, speculative, draft / drafter,
-    alpha / alpha_per_position, k, head_layer_fraction, extra_draft_pass) with the same defaults: a
-    llama-3.2-1b draft at acceptance 0.8, k the best over 0..16. `.to_dict()` is the `--json` output.
+    alpha / alpha_per_position, k, head_layer_fraction, extra_draft_pass) with the same defaults (a100,
+    llama-3.1-8b, batch 1, 4k context, the smallest shipped draft of the target's family at acceptance 0.8, k the
+    best over 0..8), listed in `assumed`. `.to_dict()` is the `--json` output.
     """
     return predict_scenario(build_scenario(hw, model, batch, ctx, **options))
 
@@ -228,7 +241,10 @@ def predict_scenario(scenario: Scenario) -> Prediction:
     prefill = get_workload_step(
         hw_spec, model_spec, workload, max(s, 1), timing, context_tokens=0, logits_for_all_tokens=False
     )
+    band = get_datasheet_band(hw_spec) if decode.sigmas is None else None  # a profile brings its own intervals
     speculation = analyse_speculation(scenario) if scenario.speculative else None
+    if speculation is not None:
+        speculation = add_intervals(speculation, scenario, band)
     k = 0 if speculation is None else speculation.k  # memory holds the lookahead of the draft length reported
     fit = scenario.get_memory_fit(k=k)
     memory = {
@@ -251,8 +267,9 @@ def predict_scenario(scenario: Scenario) -> Prediction:
         workload=workload,
         timing_model=timing.name,
         memory=memory,
-        prefill=StepSummary.from_step(prefill, max(s, 1), 0),
-        decode=StepSummary.from_step(decode, 1, s),
+        prefill=StepSummary.from_step(prefill, max(s, 1), 0, band),
+        decode=StepSummary.from_step(decode, 1, s, band),
+        interval_source=None if band is None else band.source,
         ops=get_op_rows(decode),
         warnings=list(scenario.warnings),
         speculative=speculation,

@@ -317,6 +317,15 @@ class SpeculativeResult:
     k_table: list[dict] = field(default_factory=list)
     acceptance_source: str | None = None  # a measured or published acceptance: where it came from
     batch: int = 1  # sequences decoded together: the aggregate throughput is batch x E / step time
+    #: the best k and its speedup at alpha - 0.1, alpha, alpha + 0.1 (i.i.d. acceptance only), and the one k that
+    #: loses least across them (`robust_k`, with its worst share of each alpha's best speedup)
+    speedup_by_alpha: list[dict] | None = None
+    robust_k: int | None = None
+    robust_k_worst_share: float | None = None
+    #: E's interval from a measured acceptance's confidence interval (None: acceptance given as numbers), and where
+    #: the intervals come from (a measured profile, the datasheet band, the acceptance interval), in words
+    expected_tokens_interval: tuple[float, float] | None = None
+    interval_source: str | None = None
     #: 90 % prediction intervals ((low, high) s, or x for the speedup) under a measured profile; None under the
     #: datasheet roofline
     draft_step_interval: tuple[float, float] | None = None
@@ -347,11 +356,16 @@ class SpeculativeResult:
             "best_k": self.best_k,
             "best_speedup": self.best_speedup,
             "speedup_by_k": self.k_table,
+            "speedup_by_alpha": self.speedup_by_alpha,
+            "robust_k": self.robust_k,
+            "robust_k_worst_share": self.robust_k_worst_share,
             "acceptance_source": self.acceptance_source,
             **_interval_keys("draft_step_time_s", self.draft_step_interval),
             **_interval_keys("verify_step_time_s", self.verify_step_interval),
             **_interval_keys("step_time_s", self.step_interval),
             **_interval_keys("speedup", self.speedup_interval),
+            **_interval_keys("expected_tokens", self.expected_tokens_interval),
+            "interval_source": self.interval_source,
         }
 
 
@@ -409,43 +423,3 @@ def analyse_speculation(scenario: Scenario) -> SpeculativeResult:
         speedup_interval=get_interval(float(speedups[chosen]), sigma_at_chosen(grid.speedup_rel_sigma)),
         tree=None if scenario.tree is None else scenario.tree.describe(),
     )
-
-
-def render_speculative(result: SpeculativeResult, console) -> None:
-    from rich.markup import escape
-    from rich.table import Table
-
-    from ..units import format_seconds
-
-    acceptance = (f"alpha {result.alpha:g}" if result.alpha is not None
-                  else f"alpha per position {', '.join(f'{a:g}' for a in result.alpha_per_position)}")
-    table = Table(title=f"Speculative decoding: draft {escape(result.draft)}, {acceptance}")
-    for column in ("k", "E[tokens]", "step time", "speedup", "fits"):
-        table.add_column(escape(column), justify="right")
-    for row in result.k_table:
-        style = "bold green" if row["k"] == result.best_k else None
-        table.add_row(str(row["k"]), f"{row['expected_tokens']:.3f}", format_seconds(row["step_time_s"]),
-                      f"{row['speedup']:.3f}x", "yes" if row["fits_in_memory"] else "no", style=style)
-    console.print(table)
-    if result.acceptance_source:
-        console.print(f"[bold]Acceptance[/] {escape(result.acceptance_source)}")
-    cold_warm = ("" if result.draft_cold_step_time_s == result.draft_warm_step_time_s or result.tree is not None else
-                 f" (first {format_seconds(result.draft_cold_step_time_s)} cold, then "
-                 f"{format_seconds(result.draft_warm_step_time_s)} warm)")
-    if result.tree is not None:
-        console.print(f"[bold]Tree[/] {escape(result.tree)}: k counts tree tokens (verify width k + 1); drafting "
-                      f"{format_seconds(result.draft_step_time_s * result.k)} per step at k = {result.k} (first "
-                      f"forward {format_seconds(result.draft_cold_step_time_s)}, widest "
-                      f"{format_seconds(result.draft_warm_step_time_s)})")
-    console.print(
-        f"[bold]Speculative[/] k = {result.k}: draft step {format_seconds(result.draft_step_time_s)}{cold_warm}, "
-        f"verify {format_seconds(result.verify_step_time_s)}, step {format_seconds(result.step_time_s)}, "
-        f"E = {result.expected_tokens:.3f} tokens -> speedup {result.speedup:.3f}x "
-        f"(best k = {result.best_k}: {result.best_speedup:.3f}x)"
-    )
-    if result.speedup_interval is not None:
-        (dl, dh), (vl, vh), (sl, sh) = result.draft_step_interval, result.verify_step_interval, result.step_interval
-        console.print(
-            f"  90 % intervals: draft step {format_seconds(dl)} - {format_seconds(dh)}, verify {format_seconds(vl)}"
-            f" - {format_seconds(vh)}, step {format_seconds(sl)} - {format_seconds(sh)}, speedup "
-            f"{result.speedup_interval[0]:.2f}x - {result.speedup_interval[1]:.2f}x")

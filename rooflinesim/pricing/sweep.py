@@ -9,14 +9,14 @@ TensorRT-LLM draft_len_schedule {from_batch: k} with a max_concurrency cut-off) 
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
 from ..specs.registry import get_short_name
 from ..scenario.builder import Scenario, build_scenario
 from .speculative import (
-    VERDICT_NEVER_PAYS, VERDICT_NOTHING_FITS, VERDICT_STOPS_PAYING, get_best_k_index,
+    VERDICT_NEVER_PAYS, VERDICT_NOTHING_FITS, VERDICT_PAYS_UP_TO_MAX_FIT, VERDICT_STOPS_PAYING, get_best_k_index,
     get_break_even_batch, get_break_even_verdict, price_speculation,
 )
 from ..errors import InputError
@@ -45,6 +45,7 @@ class SweepResult:
     draft_tensor_parallel: int | None = None
     warnings: tuple[str, ...] = ()
     engine: str = "ideal"  # the engine profile whose costs priced the grid (docs/engines.md)
+    assumed: dict = field(default_factory=dict)  # the inputs the user did not give (Scenario.assumed)
     #: (n_ctx,): the largest batch whose target + draft weights, KV caches and verify activations fit in memory at
     #: the smallest speculative k of the grid (the memory model's exact count, not a grid batch); None when unknown
     max_batch_that_fits: np.ndarray | None = None
@@ -140,11 +141,13 @@ class SweepResult:
         vllm: disable speculation when the batch reaches `speculative_disable_by_batch_size` (the break-even batch;
         None where speculation pays up to the largest batch that fits), with `num_speculative_tokens` = the single k
         that maximises the mean speedup over the paying batches below it.
-        trtllm: `draft_len_schedule` {batch: k}, each key the batch size *from which* its k applies (TensorRT-LLM's
-        semantics, tensorrt_llm/llmapi/llm_args.py; the same reading as `serve`'s schedule policy), merged runs, over
-        the batches that fit only (a batch that does not fit never gets a k = 0 entry: memory caps it, see
-        `max_batch_that_fits`), and `max_concurrency` = the last batch before the break-even (speculation off above
-        it; None where it pays at every batch that fits, 0 where it pays at none).
+        trtllm: `draft_len_schedule` {batch: k}, each key the *last* batch its k applies to, no speculation above the
+        largest key (TensorRT-LLM with PR #10860, tensorrt_llm/llmapi/llm_args.py), over the batches that fit only
+        (where it pays up to the largest batch that fits, the last k holds up to `max_batch_that_fits`);
+        `draft_len_schedule_older_releases`, the same with each key the batch *from which* its k applies (releases
+        with PR #8194; the reading of `serve`'s schedule policy); a batch that does not fit never gets a k = 0 entry.
+        `max_concurrency` = the last batch before the break-even (the stock fallback, used without a schedule; None
+        where it pays at every batch that fits, 0 where it pays at none).
         vLLM V0's `speculative_disable_by_batch_size` is kept for V0 deployments; V1 ignores it (use `rooflinesim
         serve --emit-config vllm` for V1's dynamic speculative decoding config).
         """
@@ -164,13 +167,13 @@ class SweepResult:
                     num_tokens = int(self.k[np.argmax(mean_speedup)])
                 else:
                     num_tokens = 0
-                schedule: dict[int, int] = {}
-                previous = None
-                for i in np.flatnonzero(fitting):
-                    k_here = int(best_k[i, j, a]) if stop < 0 or self.batch[i] < stop else 0
-                    if k_here != previous:
-                        schedule[int(self.batch[i])] = k_here
-                        previous = k_here
+                ks_fitting = [(int(self.batch[i]), int(best_k[i, j, a]) if stop < 0 or self.batch[i] < stop else 0)
+                              for i in np.flatnonzero(fitting)]
+                older = _from_keys(ks_fitting)
+                up_to = _up_to_keys(ks_fitting)
+                if verdict[j, a] == VERDICT_PAYS_UP_TO_MAX_FIT and up_to and self.max_batch_that_fits is not None:
+                    last = max(up_to)  # it pays at every batch that fits: the last k holds up to the memory cap
+                    up_to[max(last, int(self.max_batch_that_fits[j]))] = up_to.pop(last)
                 if verdict[j, a] == VERDICT_STOPS_PAYING:
                     concurrency = int(self.batch[fitting & (self.batch < stop)].max())
                 elif verdict[j, a] == VERDICT_NEVER_PAYS:
@@ -182,18 +185,25 @@ class SweepResult:
                     "speculation_verdict": str(verdict[j, a]),
                     "vllm": {"speculative_disable_by_batch_size": stop if stop > 0 else None,
                              "num_speculative_tokens": num_tokens},
-                    "trtllm": {"draft_len_schedule": schedule, "max_concurrency": concurrency},
+                    "trtllm": {"draft_len_schedule": up_to, "draft_len_schedule_older_releases": older,
+                               "max_concurrency": concurrency},
                 })
         return schedules
 
-    def to_rows(self):
-        """Long format: one row per grid point (for CSV)."""
+    def to_columns(self) -> dict[str, np.ndarray]:
+        """Long format as columns: {name: one value per grid point} (what CSV and JSON grids hold)."""
         from .gridio import get_grid_columns
 
         return {name: np.asarray(values).reshape(-1) for name, values in get_grid_columns(self).items()}
 
+    def to_rows(self) -> list[dict]:
+        """Long format as rows: one {name: value} per grid point (a Python dict each: for small grids; `to_columns`
+        or `to_csv` for large ones)."""
+        columns = self.to_columns()
+        return [dict(zip(columns, values)) for values in zip(*(v.tolist() for v in columns.values()))]
+
     def to_csv(self) -> str:
-        """The grid as CSV text: what csv.writer writes for to_rows(), formatted by numpy (see gridio)."""
+        """The grid as CSV text: what csv.writer writes for to_columns(), formatted by numpy (see gridio)."""
         from .gridio import iter_csv
 
         return b"".join(iter_csv(self)).decode("ascii")
@@ -203,14 +213,14 @@ class SweepResult:
             "schema_version": JSON_SCHEMA_VERSION,
             "hardware": self.hardware, "model": self.model, "draft": self.draft, "engine": self.engine,
             "tensor_parallel": self.tensor_parallel, "draft_tensor_parallel": self.draft_tensor_parallel,
-            "warnings": list(self.warnings),
+            "warnings": list(self.warnings), "assumed": dict(self.assumed),
             "batch": self.batch.tolist(), "context_tokens": self.context_tokens.tolist(),
             "k": self.k.tolist(), "alpha": self.alpha.tolist(),
             "break_even": self.get_break_even_table(),
             "schedules": self.get_engine_schedules(),
         }
         if include_grid:
-            out["grid"] = {name: v.tolist() for name, v in self.to_rows().items()}
+            out["grid"] = {name: v.tolist() for name, v in self.to_columns().items()}
         return out
 
     def to_json(self, include_grid: bool = True) -> str:
@@ -221,27 +231,36 @@ class SweepResult:
         return b"".join(iter_json(self)).decode("ascii")
 
 
-#: the acceptance rates a sweep prices when neither alpha nor a measured acceptance is given
-SWEEP_DEFAULT_ALPHAS = (0.6, 0.8)
-
-
-def sweep(
-    hw="h100", model="llama-3.1-8b", draft=None, batch=(1, 2, 4, 8, 16, 32, 64, 128, 256),
-    ctx=(1024, 4096, 16384, 65536, 131072), alpha=None, k=tuple(range(0, 9)), allow_long_context=True,
-    **options,
-) -> SweepResult:
+def sweep(hw=None, model=None, draft=None, batch=None, ctx=None, alpha=None, k=None, allow_long_context=True,
+          **options) -> SweepResult:
     """Price speculation over the full grid batch x ctx x k x alpha in one vectorised evaluation.
 
     Every other option is `scenario.build_scenario`'s (draft / drafter, dtypes, tp / draft_tp, calibration,
-    acceptance, ...), with the same defaults; contexts above the model's maximum are modelled with a warning. alpha
-    defaults to 0.6 and 0.8 unless a measured or preset `acceptance` is given.
+    acceptance, ...), with the same defaults; contexts above the model's maximum are modelled with a warning. The
+    grid defaults to the scenario's (batch 1..256, context 1k..128k, k 0..8, alpha 0.6 and 0.8 unless a measured or
+    preset `acceptance` is given), each listed in `assumed`.
     """
+    from ..scenario.inputs import DEFAULT_K_MAX, DEFAULT_SWEEP_ALPHAS, DEFAULT_SWEEP_BATCH, DEFAULT_SWEEP_CONTEXT
+    from ..units import parse_count_range
+
+    assumed = dict(options.pop("assumed", None) or {})
+    if batch is None:
+        batch = parse_count_range(DEFAULT_SWEEP_BATCH)
+        assumed["batch"] = DEFAULT_SWEEP_BATCH
+    if ctx is None:
+        ctx = parse_count_range(DEFAULT_SWEEP_CONTEXT)
+        assumed["context"] = DEFAULT_SWEEP_CONTEXT
+    if k is None:
+        k = range(0, DEFAULT_K_MAX + 1)
+        assumed["k"] = f"0..{DEFAULT_K_MAX}"
     if options.get("acceptance") is not None:  # a grid prices i.i.d. rates (see build_scenario)
         options.setdefault("acceptance_as_iid", True)
     elif alpha is None and options.get("alpha_per_position") is None:
-        alpha = SWEEP_DEFAULT_ALPHAS
+        alpha = DEFAULT_SWEEP_ALPHAS
+        assumed["alpha"] = ", ".join(f"{a:g}" for a in alpha) + " (acceptance rates: measure yours with " \
+                                                                "'rooflinesim acceptance')"
     scenario = build_scenario(hw, model, batch, ctx, draft=draft, alpha=alpha, k_values=k,
-                              allow_long_context=allow_long_context, **options)
+                              allow_long_context=allow_long_context, assumed=assumed, **options)
     return sweep_scenario(scenario)
 
 
@@ -269,10 +288,31 @@ def sweep_scenario(scenario: Scenario) -> SweepResult:
         fits_in_memory=np.broadcast_to(grid.fits_in_memory, shape)[..., 0],
         tensor_parallel=scenario.workload.tensor_parallel,
         draft_tensor_parallel=None if scenario.draft_workload is None else scenario.draft_workload.tensor_parallel,
-        warnings=scenario.warnings,
+        warnings=scenario.warnings, assumed=dict(scenario.assumed),
         engine=scenario.engine_name,
         max_batch_that_fits=_max_batch_that_fits(scenario),
     )
+
+
+def _from_keys(ks: list[tuple[int, int]]) -> dict[int, int]:
+    """{batch: k} where each key is the batch *from which* its k applies (TensorRT-LLM before PR #10860)."""
+    out: dict[int, int] = {}
+    for batch, k in ks:
+        if not out or list(out.values())[-1] != k:
+            out[batch] = k
+    return out
+
+
+def _up_to_keys(ks: list[tuple[int, int]]) -> dict[int, int]:
+    """{batch: k} where each key is the *last* batch its k applies to, and batches above the largest key do not
+    speculate (TensorRT-LLM with PR #10860, tensorrt_llm/llmapi/llm_args.py): runs up to the last paying batch."""
+    last_paying = max((i for i, (_, k) in enumerate(ks) if k > 0), default=-1)
+    out: dict[int, int] = {}
+    for i, (batch, k) in enumerate(ks[:last_paying + 1]):
+        following = ks[i + 1][1] if i + 1 <= last_paying else None
+        if following != k:
+            out[batch] = k
+    return out
 
 
 def _max_batch_that_fits(scenario: Scenario) -> np.ndarray:

@@ -36,8 +36,9 @@ from .drafting import (
     resolve_tree_acceptance,
 )
 from .inputs import (
-    DEFAULT_GPU_MEMORY_UTILIZATION, DEFAULT_HARDWARE, DEFAULT_HEAD_LAYER_FRACTION, DEFAULT_MEMORY_RESERVE_BYTES,
-    DEFAULT_MODEL, MAX_GRID_VALUES, MAX_K, Acceptance, Drafter, _as_list, check_batch_axis, check_context_axis,
+    DEFAULT_ALPHA, DEFAULT_BATCH, DEFAULT_CONTEXT_TOKENS, DEFAULT_GPU_MEMORY_UTILIZATION, DEFAULT_HARDWARE,
+    DEFAULT_HEAD_LAYER_FRACTION, DEFAULT_MEMORY_RESERVE_BYTES, DEFAULT_MODEL, MAX_GRID_VALUES, MAX_K, Acceptance,
+    Drafter, _as_list, check_batch_axis, check_context_axis,
     check_draft_first_step_tokens, check_k, check_positive_int, resolve_acceptance, resolve_acceptance_source,
     resolve_dtypes, resolve_memory_options, resolve_quant_kernel,
 )
@@ -78,6 +79,13 @@ class Scenario:
     def engine_name(self) -> str:
         """The engine this scenario prices, as outputs name it ('ideal' for bare kernels)."""
         return "ideal" if self.engine is None else self.engine.short_name
+    #: every input the user did not give and the value assumed for it, e.g. {"alpha": "0.8"}: printed on each
+    #: output's "assumed:" line and as JSON `assumed`
+    assumed: dict = field(default_factory=dict)
+
+    def get_assumed_line(self) -> str:
+        """`assumed: alpha 0.8, draft qwen2.5-0.5b (...)`, or '' when the user gave every input."""
+        return format_assumed(self.assumed)
 
     @property
     def usable_memory_bytes(self) -> float:
@@ -171,13 +179,19 @@ def _memory_warnings(scenario: Scenario) -> list[str]:
             "without speculation; memory caps the batch there, and the break-even is found among the points that fit"]
 
 
+def format_assumed(assumed: dict) -> str:
+    """The "assumed:" line of `Scenario.assumed` ({input: value as text}; '' when nothing was assumed)."""
+    return ("assumed: " + "; ".join(f"{name.replace('_', ' ')} {value}" for name, value in assumed.items())
+            if assumed else "")
+
+
 def build_scenario(
-    hw: str | HardwareSpec = DEFAULT_HARDWARE,
-    model: str | ModelSpec = DEFAULT_MODEL,
-    batch=1,
-    ctx=4096,
+    hw: str | HardwareSpec | None = None,
+    model: str | ModelSpec | None = None,
+    batch=None,
+    ctx=None,
     *,
-    weight_dtype: str = "bf16",
+    weight_dtype: str | None = None,
     kv_dtype: str | None = None,
     activation_dtype: str | None = None,
     attention: str = "flash",
@@ -207,6 +221,7 @@ def build_scenario(
     draft_kv_budget=None,
     draft_layer_fraction=None,
     engine=None,
+    assumed: dict | None = None,
 ) -> Scenario:
     """Resolve every user input into one Scenario (see the module docstring).
 
@@ -228,8 +243,23 @@ def build_scenario(
     `draft_layer_fraction` of its layers; its weights are the target's (counted once). `engine` (a name, alias, path
     or EngineSpec; default DEFAULT_ENGINE, vLLM V1) adds that engine's launch, host and speculative costs to every
     step (docs/engines.md); 'ideal' prices bare kernels.
+    Every input left at None takes the one default of `scenario.inputs` (hardware a100, llama-3.1-8b, batch 1,
+    context 4096, bf16, the smallest shipped draft of the target's tokenizer family, alpha 0.8, k 0..8) and is listed
+    in `Scenario.assumed` (with `assumed`, what a front end assumed itself, e.g. a sweep's grid).
     """
     warnings: list[str] = []
+    assumed = dict(assumed or {})
+    if hw is None:
+        hw = assumed["hardware"] = DEFAULT_HARDWARE
+    if model is None:
+        model = assumed["model"] = DEFAULT_MODEL
+    if batch is None:
+        batch = assumed["batch"] = DEFAULT_BATCH
+    if ctx is None:
+        ctx = DEFAULT_CONTEXT_TOKENS
+        assumed["context"] = f"{format_count(ctx)} tokens"
+    if weight_dtype is None:
+        weight_dtype = assumed["weights"] = "bf16"
     for name, flag in (("allow_long_context", allow_long_context), ("speculative", speculative),
                        ("extra_draft_pass", extra_draft_pass), ("sampling", sampling)):
         if not isinstance(flag, (bool, np.bool_)):  # a string such as "no" would silently mean True
@@ -274,8 +304,14 @@ def build_scenario(
             warnings.append(f"engine {engine_spec.short_name} describes a GPU engine: {hw_spec.name} ({hw_spec.kind}) "
                             "is priced with engine ideal (bare kernels)")
         engine_spec = resolve_engine("ideal")
+    if engine is None:
+        assumed["engine"] = engine_spec.short_name
     timing = with_engine(timing, engine_spec)
     utilization, reserve = resolve_memory_options(gpu_memory_utilization, memory_reserve_bytes, hw_spec)
+    if gpu_memory_utilization is None:
+        assumed["gpu_memory_utilization"] = f"{utilization:g}"
+    if memory_reserve_bytes is None:
+        assumed["memory_reserve"] = f"{reserve / (1 << 30):g} GiB"
     scenario = Scenario(hw_spec, model_spec, workload, batch_axis, context_axis, timing,
                         k_values=np.asarray([0]), extra_draft_pass=bool(extra_draft_pass),
                         draft_first_step_tokens=check_draft_first_step_tokens(draft_first_step_tokens,
@@ -295,6 +331,8 @@ def build_scenario(
             if acceptance_k is not None:
                 raise InputError("acceptance_k (--acceptance-k) is the draft length of an --acceptance file; none given")
             acceptance = resolve_acceptance(alpha, alpha_per_position)
+            if alpha is None and alpha_per_position is None:
+                assumed["alpha"] = f"{DEFAULT_ALPHA:g} (acceptance rate: measure yours with 'rooflinesim acceptance')"
         elif alpha is not None or alpha_per_position is not None:
             raise InputError("give a measured or preset acceptance or alpha / alpha_per_position, not both")
         else:
@@ -304,6 +342,8 @@ def build_scenario(
         if k_values is None:
             top = min(MAX_K, acceptance.max_k) if chosen is None else max(min(MAX_K, acceptance.max_k), chosen)
             ks = np.arange(top + 1, dtype=np.int64)
+            if chosen is None:
+                assumed["k"] = f"the best of 0..{top}"
         else:
             ks = np.asarray(sorted({check_k(x) for x in _as_list(k_values)}), dtype=np.int64)
             if ks.size == 0:
@@ -316,6 +356,9 @@ def build_scenario(
             model_spec, hw_spec, workload, draft, drafter, head_layer_fraction, draft_tp, draft_kv_budget,
             draft_layer_fraction, context_axis, allow_long_context)
         warnings += drafter_warnings
+        if draft is None and spec_drafter.kind == "model":
+            assumed["draft"] = (f"{spec_drafter.name} (the smallest shipped {spec_drafter.model.family} model; "
+                                "--draft to change)")
         if scenario.draft_first_step_tokens != 1 and spec_drafter.kind != "model":
             raise InputError(f"a first draft step of {scenario.draft_first_step_tokens} tokens needs a draft model, "
                              f"not a {spec_drafter.kind} drafter")
@@ -330,7 +373,7 @@ def build_scenario(
     _check_finite_prices(scenario)
     warnings += _memory_warnings(scenario)
     warnings += _pricing_warnings(scenario)
-    return replace(scenario, warnings=tuple(dict.fromkeys(warnings)))
+    return replace(scenario, warnings=tuple(dict.fromkeys(warnings)), assumed=assumed)
 
 
 def _with_tree(scenario, shape, model_spec, hw_spec, workload, warnings, draft, drafter, head_layer_fraction,
@@ -408,6 +451,6 @@ def _pricing_warnings(scenario: Scenario) -> list[str]:
 
 
 __all__ = [
-    "Scenario", "build_scenario",
+    "Scenario", "build_scenario", "format_assumed",
 ]
 

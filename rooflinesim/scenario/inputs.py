@@ -13,7 +13,7 @@ from typing import Sequence
 
 import numpy as np
 
-from ..specs.registry import get_short_name, load_model
+from ..specs.registry import get_short_name, list_models, load_model
 from ..specs.hardware import HardwareSpec
 from ..errors import InputError
 from ..specs.model import ModelSpec
@@ -23,12 +23,26 @@ from ..timing.quant_kernels import GENERIC, get_quant_kernel
 from ..units import UnitError, format_count, normalize_dtype, parse_count, parse_float_list
 
 
+#: One set of defaults for every command (predict, sweep, serve, plot) and the Python API; each output lists the
+#: ones it used on its "assumed:" line (`Scenario.assumed`).
 DEFAULT_HARDWARE = "a100"
 DEFAULT_MODEL = "llama-3.1-8b"
-DEFAULT_DRAFT = "llama-3.2-1b"
 DEFAULT_ALPHA = 0.8
-#: predict's table of draft lengths runs 0..MAX_K; no draft length beyond MAX_K_LIMIT is priced anywhere.
-MAX_K = 16
+#: a sweep prices the default acceptance and a pessimistic one
+DEFAULT_SWEEP_ALPHAS = (0.6, DEFAULT_ALPHA)
+#: predict's point and the sweep's grid when none is given
+DEFAULT_BATCH = 1
+DEFAULT_CONTEXT_TOKENS = 4096
+DEFAULT_SWEEP_BATCH = "1..256"
+DEFAULT_SWEEP_CONTEXT = "1k..128k"
+#: serve's and `plot serve`'s workload when none is given
+DEFAULT_SERVE_REQUESTS = 1000
+DEFAULT_PROMPT_TOKENS = "1024"
+DEFAULT_OUTPUT_TOKENS = "128"
+#: the draft lengths every command prices by default: 0..DEFAULT_K_MAX (the best is reported); no draft length
+#: beyond MAX_K_LIMIT is priced anywhere.
+DEFAULT_K_MAX = 8
+MAX_K = DEFAULT_K_MAX
 MAX_K_LIMIT = 64
 #: an EAGLE/Medusa-style head costs about one decoder layer per draft token (see `Drafter`)
 DEFAULT_HEAD_LAYER_FRACTION = 1.0
@@ -103,6 +117,10 @@ class Acceptance:
     per_position: tuple[float, ...] | None = None
     source: str | None = None  # where a measured or published acceptance came from (None: given as numbers)
     drafter_kind: str | None = None  # the kind of drafter a preset was measured with ('model', 'head', 'ngram')
+    #: a measured acceptance's confidence interval (Clopper-Pearson per position, or the i.i.d. rate's): the low and
+    #: high rates, in the form of `alphas` (one pair) or of `per_position` (a pair per position); None: given as numbers
+    alphas_ci: tuple[float, float] | None = None
+    per_position_ci: tuple[tuple[float, float], ...] | None = None
 
     @property
     def max_k(self) -> int:
@@ -215,12 +233,14 @@ def resolve_acceptance_source(acceptance, acceptance_k=None, as_iid: bool = Fals
     warnings = list(measured.warnings)
     kind = PRESET_DRAFTER_KINDS.get(measured.conditions.get("method"))
     if measured.per_position is not None and not as_iid:
-        return Acceptance(per_position=measured.per_position, source=measured.describe(), drafter_kind=kind), warnings
+        return Acceptance(per_position=measured.per_position, source=measured.describe(), drafter_kind=kind,
+                          per_position_ci=measured.per_position_ci), warnings
     if measured.per_position is not None:
         warnings.append(f"{measured.source}: this grid prices i.i.d. rates, so the measured per-position acceptance "
                         f"enters as alpha = {measured.iid_alpha:.3f} (the same E = {measured.expected_tokens:.3f} at "
                         f"k = {measured.k})")
-    return Acceptance(alphas=(measured.iid_alpha,), source=measured.describe(), drafter_kind=kind), warnings
+    return Acceptance(alphas=(measured.iid_alpha,), source=measured.describe(), drafter_kind=kind,
+                      alphas_ci=measured.iid_alpha_ci), warnings
 
 
 #: the drafter that a published method's acceptance was measured with (a preset's `method`)
@@ -260,11 +280,15 @@ def resolve_drafter(target: ModelSpec, hw: HardwareSpec, workload: Workload, dra
         if not (_is_number(head_layer_fraction) and math.isfinite(head_layer_fraction) and head_layer_fraction > 0):
             raise InputError(f"head layer fraction must be a positive finite number, got {head_layer_fraction!r}")
         return Drafter(kind, head_layer_fraction=float(head_layer_fraction)), None, []
-    draft_model = load_model(draft if draft is not None else DEFAULT_DRAFT)
+    draft_model = load_model(draft) if draft is not None else get_default_draft(target)
+    if draft_model is None:
+        raise InputError(no_default_draft_message(target))
     warnings = []
-    if draft_model.vocab_size != target.vocab_size:
+    same_family = target.family is not None and draft_model.family == target.family
+    if draft_model.vocab_size != target.vocab_size and not same_family:
         warnings.append(f"draft {draft_model.name} has vocabulary {draft_model.vocab_size} but target {target.name} "
-                        f"has {target.vocab_size}: speculation needs a shared tokenizer")
+                        f"has {target.vocab_size}: speculation needs a shared tokenizer, and these are not known to "
+                        f"share one (family {draft_model.family or 'unknown'} vs {target.family or 'unknown'})")
     if draft_tp is not None:
         tp = check_tensor_parallel(draft_model, check_positive_int(draft_tp, "--draft-tp"), hw)
     elif draft_model.num_attention_heads % workload.tensor_parallel == 0:
@@ -275,6 +299,22 @@ def resolve_drafter(target: ModelSpec, hw: HardwareSpec, workload: Workload, dra
                         f"--tp {workload.tensor_parallel}: the draft runs unsharded (draft TP 1; set --draft-tp)")
     draft_workload = workload.model_copy(update={"tensor_parallel": tp})
     return Drafter("model", draft_model, tensor_parallel=tp), draft_workload, warnings
+
+
+def get_default_draft(target: ModelSpec) -> ModelSpec | None:
+    """The smallest shipped model of the target's tokenizer family (`ModelSpec.family`) that is smaller than the
+    target; None where the family is unknown or has no smaller member."""
+    if target.family is None:
+        return None
+    candidates = [m for m in list_models() if m.family == target.family and m.params < target.params]
+    return min(candidates, key=lambda m: m.params) if candidates else None
+
+
+def no_default_draft_message(target: ModelSpec) -> str:
+    family = (f"no smaller shipped model shares its tokenizer (family {target.family})" if target.family else
+              "its tokenizer family is unknown")
+    return (f"{target.name} has no default draft model: {family}. Pass --draft NAME_OR_CONFIG (a smaller model with "
+            "the same tokenizer), or --drafter ngram / eagle / medusa / mtp, or --no-speculation")
 
 
 def resolve_quant_kernel(quant_kernel, weight_dtype: str, hw: HardwareSpec) -> tuple[str | None, list[str]]:

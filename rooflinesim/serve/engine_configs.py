@@ -1,31 +1,40 @@
-"""Engine speculation configs filled from the model: which k each batch size should draft, in each engine's own key
-names. The rule is the dynamic one (k* = argmax over k of E(k) / step_time(batch, k), the speculative step priced by
-`price_speculation` at a representative context); k* = 0 means "do not speculate at this batch".
+"""Paste-ready engine launch lines with a speculation schedule filled from the model: which k each batch size should
+draft, in each engine's own keys. The rule is the dynamic one (k* = argmax over k of E(k) / step_time(batch, k), the
+speculative step priced by `price_speculation` at a representative context); k* = 0 means "do not speculate at this
+batch". The schedule covers the batches that fit in memory only, and speculation is switched off from `stop_batch`
+on where `serve` found it stops paying under load (`cmd_serve --emit-config ... --rate ...`), so the config and
+`serve` give one answer.
 
-Targets (verified in the engines' source; key names change between versions):
+Every line names the target and draft by their Hugging Face ids (`ModelSpec.hf_id`, a config.json's
+`_name_or_path`) and the tensor-parallel degree. Keys and the engine version they need (`ENGINE_REQUIREMENTS`),
+verified in the engines' sources and docs:
 
-- vLLM: `DynamicSpeculativeConfig` of dynamic speculative decoding (vLLM PR #32374, vllm/v1/spec_decode/dynamic/
-  manager.py): `batch_stats` {batch: {k: ITL in ms}} must hold batch 1 and the engine's max batch, k 0 and 1, keys
-  sorted; `acceptance_rate_per_pos` holds the *unconditional* rate of each position (AL(k) = 1 + their sum over the
-  first k), one per position up to `max_num_speculative_tokens`; `use_online_acceptance_rate` re-estimates them.
-  vLLM builds `batch_stats` by timing real servers; here every entry comes from the step model. (vLLM V0's
-  `speculative_disable_by_batch_size`, which `rooflinesim sweep` prints, is no longer honoured by V1.)
-- TensorRT-LLM: the PyTorch backend's `DecodingBaseConfig` (tensorrt_llm/llmapi/llm_args.py): `draft_len_schedule`
-  {batch: k} where each key is the batch size *from which* its k applies (it must contain batch 1 with
-  k = `max_draft_len`), and `max_concurrency`, above which speculation is off.
+- vLLM: `vllm serve <id> --tensor-parallel-size N --speculative-config '<json>'`; `method: draft_model` runs a
+  separate draft model in the V1 engine (vllm-project/vllm PR #24322, which also added `draft_tensor_parallel_size`);
+  `num_speculative_tokens_per_batch_size` is Dynamic SD (PR #32374, vllm/v1/spec_decode/dynamic/utils.py;
+  docs/features/speculative_decoding/dynamic_speculative_decoding.md): a list of inclusive `[first_batch,
+  last_batch, k]` ranges, each k <= `num_speculative_tokens`. Stock fallback without Dynamic SD: drop that key (one k).
+- TensorRT-LLM: `trtllm-serve <id> --tp_size N --extra_llm_api_options spec.yaml` with the PyTorch backend's
+  `DecodingBaseConfig` (tensorrt_llm/llmapi/llm_args.py): `decoding_type: DraftTarget`, `max_draft_len`,
+  `speculative_model` (alias `speculative_model_dir`), `draft_len_schedule` {batch: k} where each key is the *last*
+  batch size its k applies to and batches above the largest key do not speculate (NVIDIA/TensorRT-LLM PR #10860;
+  mutually exclusive with `max_concurrency`). Releases with the first form of the schedule (PR #8194) read each key
+  as the batch *from which* its k applies; the line printed for them is in a comment. Stock fallback:
+  `max_concurrency` alone (PR #6676).
+- SGLang: `python -m sglang.launch_server --model-path <id> --tp N --speculative-algorithm STANDALONE
+  --speculative-draft-model-path <id> --speculative-num-steps k --speculative-eagle-topk 1
+  --speculative-num-draft-tokens k + 1` (sgl-project/sglang PR #10090). SGLang has no batch-size switch among its
+  server arguments: the line carries one k (the best over the batches where speculation pays) and the batch from
+  which it stops paying as a comment.
 - SGLang with a draft tree (`--tree`): `speculative_algorithm` EAGLE / EAGLE3 / STANDALONE, the tree's
   `speculative_num_steps` and `speculative_eagle_topk`, and the `speculative_num_draft_tokens` with the best mean
   speedup over the batches where it pays.
-- SGLang: server arguments `speculative_algorithm` STANDALONE (a separate draft model), `speculative_num_steps`,
-  `speculative_eagle_topk` 1 (a chain) and `speculative_num_draft_tokens` = steps + 1. No batch-size switch was found
-  among SGLang's documented server arguments, so the config carries one k (the best over the batches where
-  speculation pays) and the batch from which it stops paying as a comment, to set `max_running_requests` or route
-  by load.
 """
 
 from __future__ import annotations
 
 import json
+import shlex
 
 import numpy as np
 
@@ -33,11 +42,33 @@ from ..scenario.builder import Scenario
 from ..acceptance.closed_form import get_expected_tokens
 from ..pricing.speculative import price_speculation
 from ..errors import InputError
-from ..units import MILLI
+from ..pricing.speculative import get_expected_tokens, price_speculation
+from ..scenario.builder import Scenario
+from ..specs.registry import get_short_name
 
 ENGINES = ("vllm", "trtllm", "sglang")
-#: batch sizes vLLM's generate_config.py profiles; the engine's max batch is added
-VLLM_PROFILE_BATCHES = (1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024)
+#: what each emitted key needs, and what to do on an engine without it (see the module docstring for the sources)
+ENGINE_REQUIREMENTS = {
+    "vllm": ("--speculative-config with method draft_model and draft_tensor_parallel_size: a vLLM release with PR "
+             "#24322 (V1 draft models); num_speculative_tokens_per_batch_size: one with PR #32374 (Dynamic SD). "
+             "Stock fallback: delete num_speculative_tokens_per_batch_size (one k at every batch)"),
+    "trtllm": ("draft_len_schedule read as 'up to this batch': a TensorRT-LLM release with PR #10860; releases with "
+               "PR #8194 read the keys as 'from this batch' (commented line below). Stock fallback: delete "
+               "draft_len_schedule, keep max_draft_len and set max_concurrency (PR #6676)"),
+    "sglang": "--speculative-algorithm STANDALONE: an SGLang release with PR #10090",
+}
+#: the keys each engine's documentation lists for what is emitted here (the emitted configs' test checks them)
+DOCUMENTED_KEYS = {
+    "vllm_flags": {"--tensor-parallel-size", "--speculative-config", "--max-num-seqs"},
+    "vllm_speculative_config": {"method", "model", "num_speculative_tokens", "draft_tensor_parallel_size",
+                                "num_speculative_tokens_per_batch_size"},
+    "trtllm_flags": {"--tp_size", "--extra_llm_api_options", "--max_batch_size"},
+    "trtllm_speculative_config": {"decoding_type", "max_draft_len", "speculative_model", "draft_len_schedule",
+                                  "max_concurrency"},
+    "sglang_flags": {"--model-path", "--tp", "--speculative-algorithm", "--speculative-draft-model-path",
+                     "--speculative-num-steps", "--speculative-eagle-topk", "--speculative-num-draft-tokens",
+                     "--max-running-requests"},
+}
 
 
 def _acceptance(scenario: Scenario, max_k: int) -> np.ndarray:
@@ -63,49 +94,69 @@ def get_k_by_batch(scenario: Scenario, max_batch: int, context_tokens: int, max_
             "conditional": conditional}
 
 
-def _vllm(table: dict, scenario: Scenario, max_batch: int) -> dict:
-    batches = sorted({b for b in VLLM_PROFILE_BATCHES if b <= max_batch} | {max_batch})
-    k = table["k"]
-    stats = {int(b): {int(kk): round(float(table["step_time_s"][b - 1, kk]) / MILLI, 4) for kk in k} for b in batches}
-    unconditional = np.cumprod(table["conditional"])
-    return {"speculative_config": {
-        "method": "draft_model", "model": scenario.drafter.name, "num_speculative_tokens": int(k[-1]),
-        "dynamic_config": {
-            "max_num_speculative_tokens": int(k[-1]),
-            "acceptance_rate_per_pos": [round(float(a), 6) for a in unconditional],
-            "use_online_acceptance_rate": True,
-            "batch_stats": stats,
-        }}}
+def get_runs(batch: np.ndarray, best_k: np.ndarray) -> list[tuple[int, int, int]]:
+    """[(first batch, last batch, k)] of consecutive batches with one k, inclusive, covering every batch."""
+    runs: list[tuple[int, int, int]] = []
+    for b, k in zip(batch.tolist(), best_k.tolist()):
+        if runs and runs[-1][2] == k:
+            runs[-1] = (runs[-1][0], b, k)
+        else:
+            runs.append((b, b, k))
+    return runs
 
 
-def _trtllm(table: dict, scenario: Scenario) -> dict:
-    best = table["best_k"]
-    off = np.flatnonzero(best == 0)
-    top = int(best[0])
-    schedule: dict[int, int] = {}
-    for i, k in enumerate(np.minimum(best, top)):
-        if i == 0 or k != schedule[list(schedule)[-1]]:
-            schedule[int(table["batch"][i])] = int(k)
-    config = {"decoding_type": "DraftTarget", "max_draft_len": top, "speculative_model_dir": scenario.drafter.name,
-              "draft_len_schedule": schedule}
-    if off.size:
-        config["max_concurrency"] = int(table["batch"][off[0]]) - 1
-    return {"speculative_config": config}
+def _hf_id(spec) -> tuple[str, str | None]:
+    """(the id an engine loads, a note when the spec names none)."""
+    if spec.hf_id:
+        return spec.hf_id, None
+    name = get_short_name(spec)
+    return name, f"no Hugging Face id is known for {name}: replace {name!r} with its repository id or local path"
 
 
-def _sglang(table: dict, scenario: Scenario) -> tuple[dict, int | None]:
-    best = table["best_k"]
-    off = np.flatnonzero(best == 0)
-    paying = slice(0, off[0] if off.size else best.size)
+def _vllm(runs, top: int, target: str, draft: str, tp: int, draft_tp: int, max_batch: int) -> str:
+    config = {"method": "draft_model", "model": draft, "num_speculative_tokens": top,
+              "draft_tensor_parallel_size": draft_tp,
+              "num_speculative_tokens_per_batch_size": [list(run) for run in runs]}
+    return (f"vllm serve {shlex.quote(target)} --tensor-parallel-size {tp} --max-num-seqs {max_batch} "
+            f"--speculative-config {shlex.quote(json.dumps(config, separators=(', ', ': ')))}")
+
+
+def _trtllm(runs, top: int, target: str, draft: str, tp: int, max_batch: int) -> str:
+    import yaml
+
+    paying = [run for run in runs if run[2] > 0]
+    last_paying = paying[-1][1] if paying else 0
+    up_to = {int(last): int(k) for _, last, k in runs if last <= last_paying}  # up-to keys; off above the last
+    config = {"speculative_config": {"decoding_type": "DraftTarget", "max_draft_len": top, "speculative_model": draft,
+                                     "draft_len_schedule": up_to}}
+    from_keys = {int(first): int(k) for first, _, k in runs}
+    if last_paying < max_batch:
+        from_keys[last_paying + 1] = 0
+    text = yaml.safe_dump(config, sort_keys=False).rstrip()
+    return (f"# releases before PR #10860 (keys: from this batch on): draft_len_schedule: {from_keys}\n"
+            f"cat > spec.yaml <<'EOF'\n{text}\nEOF\n"
+            f"trtllm-serve {shlex.quote(target)} --tp_size {tp} --max_batch_size {max_batch} "
+            "--extra_llm_api_options spec.yaml")
+
+
+def _sglang(table: dict, runs, target: str, draft: str, tp: int) -> tuple[str, int | None]:
+    off = [first for first, _, k in runs if k == 0]
+    stop = off[0] if off else None
+    paying = table["batch"] < (stop if stop is not None else table["batch"][-1] + 1)
     speedup = table["expected_tokens"][None, :] * table["step_time_s"][:, :1] / table["step_time_s"]
-    k = int(np.argmax(speedup[paying].mean(axis=0))) if best[0] > 0 else 0
-    args = {"speculative_algorithm": "STANDALONE", "speculative_draft_model_path": scenario.drafter.name,
-            "speculative_num_steps": k, "speculative_eagle_topk": 1, "speculative_num_draft_tokens": k + 1}
-    return args, int(table["batch"][off[0]]) if off.size else None
+    k = int(np.argmax(speedup[paying].mean(axis=0))) if paying.any() else 0
+    args = [("--model-path", target), ("--tp", tp), ("--speculative-algorithm", "STANDALONE"),
+            ("--speculative-draft-model-path", draft), ("--speculative-num-steps", k),
+            ("--speculative-eagle-topk", 1), ("--speculative-num-draft-tokens", k + 1)]
+    flags = " ".join(f"{flag} {shlex.quote(str(value))}" for flag, value in args)
+    return f"python -m sglang.launch_server {flags}", stop
 
 
-def emit_engine_config(scenario: Scenario, engine: str, config, context_tokens: int, max_k: int = 8) -> str:
-    """The config text for `engine` (see the module docstring), at `context_tokens` of cached context."""
+def emit_engine_config(scenario: Scenario, engine: str, config, context_tokens: int, max_k: int = 8,
+                       stop_batch: int | None = None, verdict: str | None = None) -> str:
+    """The launch text for `engine` (see the module docstring) at `context_tokens` of cached context: comment lines
+    (what it is, what was assumed, the verdict, the engine version it needs) and the command. `stop_batch`: the
+    batch from which speculation is switched off whatever the step model says (serve's verdict under load)."""
     if engine not in ENGINES:
         raise InputError(f"unknown engine {engine!r}; use one of {', '.join(ENGINES)}")
     if scenario.tree is not None:
@@ -117,21 +168,54 @@ def emit_engine_config(scenario: Scenario, engine: str, config, context_tokens: 
         raise InputError("engine configs are emitted for a separate draft model (--drafter model)")
     max_batch = get_fitting_max_batch(scenario, config.max_num_seqs, context_tokens)
     table = get_k_by_batch(scenario, max_batch, context_tokens, max_k)
-    header = get_config_header(scenario, context_tokens)
-    if engine == "vllm":  # JSON has no comments and vLLM rejects unknown keys: the text is the config alone (the
-        # command line prints the header on stderr)
-        return json.dumps(_vllm(table, scenario, max_batch), indent=1)
-    if engine == "trtllm":
-        import yaml
-
-        return header + "\n" + yaml.safe_dump(_trtllm(table, scenario), sort_keys=False).rstrip()
-    args, stop = _sglang(table, scenario)
-    flags = " ".join(f"--{key.replace('_', '-')} {value}" for key, value in args.items())
+    best = table["best_k"].copy()
+    if stop_batch is not None:
+        best[table["batch"] >= stop_batch] = 0
+    runs = get_runs(table["batch"], best)
+    top = int(best.max())
+    (target, target_note), (draft, draft_note) = _hf_id(scenario.model), _hf_id(scenario.drafter.model)
+    tp, draft_tp = scenario.workload.tensor_parallel, scenario.draft_workload.tensor_parallel
+    off = [first for first, _, k in runs if k == 0]
     capped = max_batch < config.max_num_seqs
-    note = ((f"speculation pays at every batch that fits: up to {max_batch} (memory caps the batch there)" if capped
-             else f"speculation pays at every batch up to {max_batch}") if stop is None else
-            f"speculation stops paying from batch {stop}: cap --max-running-requests {stop - 1} or route by load")
-    return f"{header}\n# {note}\npython -m sglang.launch_server {flags}"
+    if verdict is None:
+        verdict = (f"speculation stops paying from batch {off[0]}" if off else
+                   f"speculation pays at every batch that fits: up to {max_batch} (memory caps the batch there)"
+                   if capped else f"speculation pays at every batch up to {max_batch}")
+    lines = [get_config_header(scenario, context_tokens), f"# verdict: {verdict}",
+             f"# {get_batch_1_answer(scenario, context_tokens, table)}", f"# needs: {ENGINE_REQUIREMENTS[engine]}"]
+    lines += [f"# note: {note}" for note in (target_note, draft_note) if note]
+    if engine == "vllm":
+        command = _vllm(runs, top, target, draft, tp, draft_tp, max_batch)
+    elif engine == "trtllm":
+        command = _trtllm(runs, top, target, draft, tp, max_batch)
+    else:
+        command, stop = _sglang(table, runs, target, draft, tp)
+        if stop is not None:
+            lines.append(f"# SGLang has no batch switch: cap --max-running-requests {stop - 1} or route by load")
+    return "\n".join(lines + [command])
+
+
+def get_batch_1_answer(scenario: Scenario, context_tokens: int, table: dict) -> str:
+    """The speedup at batch 1 with its k, how it moves with alpha -+ 0.1, and the step times' datasheet band: the
+    interval a config is read with."""
+    from dataclasses import replace
+
+    from ..pricing.sensitivity import get_alpha_sensitivity
+    from ..timing.datasheet_band import get_datasheet_band
+
+    k = int(table["best_k"][0])
+    speedup = float(table["expected_tokens"][k] * table["step_time_s"][0, 0] / table["step_time_s"][0, k])
+    text = f"at batch 1: k = {k}, speedup {speedup:.2f}x"
+    point = replace(scenario.at(1, context_tokens), k_values=table["k"])
+    sensitivity = get_alpha_sensitivity(point)
+    if sensitivity is not None:
+        rows = sensitivity["rows"]
+        text += (f" (alpha {rows[0]['alpha']:g}-{rows[-1]['alpha']:g}: {rows[0]['best_speedup']:.2f}x-"
+                 f"{rows[-1]['best_speedup']:.2f}x)")
+    if scenario.hardware.measured is None:
+        band = get_datasheet_band(scenario.hardware)
+        text += f"; step times x{band.low_factor:.2f}-{band.high_factor:.2f} ({band.source})"
+    return text
 
 
 #: SGLang's --speculative-algorithm per drafter kind (python/sglang/srt/server_args.py: EAGLE, EAGLE3, STANDALONE)
@@ -184,9 +268,12 @@ def get_fitting_max_batch(scenario: Scenario, max_num_seqs: int, context_tokens:
 
 
 def get_config_header(scenario: Scenario, context_tokens: int) -> str:
-    return (f"# rooflinesim: {scenario.model.name} + draft {scenario.drafter.name} on {scenario.hardware.name} "
-            f"(tp {scenario.workload.tensor_parallel}), context {context_tokens} tokens; k* = argmax E(k) / "
-            "step time")
+    header = (f"# rooflinesim: {scenario.model.name} + draft {scenario.drafter.name} on {scenario.hardware.name} "
+              f"(tp {scenario.workload.tensor_parallel}), context {context_tokens} tokens; k* = argmax E(k) / "
+              "step time")
+    assumed = scenario.get_assumed_line()
+    return header + (f"\n# {assumed}" if assumed else "")
 
 
-__all__ = ["emit_engine_config", "get_config_header", "get_k_by_batch", "ENGINES"]
+__all__ = ["emit_engine_config", "get_config_header", "get_k_by_batch", "get_runs", "ENGINES", "ENGINE_REQUIREMENTS",
+           "DOCUMENTED_KEYS"]

@@ -6,8 +6,10 @@ number of decoding requests (the batch) and their mean cached context, as servin
 - `chain:K`: K drafts in a chain even where the scenario drafts a tree (to compare the two shapes under load).
 - `off-above:B:K`: K drafts while at most B requests decode, none above (vLLM V0's
   `speculative_disable_by_batch_size`, TensorRT-LLM's `max_concurrency`).
-- `schedule:1=K1,B2=K2,...`: K_i drafts from batch B_i on (TensorRT-LLM's `draft_len_schedule`, whose keys are the
-  batch sizes from which each draft length applies; batch 1 must be given; `B=0` switches speculation off).
+- `schedule:1=K1,B2=K2,...`: K_i drafts from batch B_i on (TensorRT-LLM's `draft_len_schedule` as releases with
+  PR #8194 read it, keys = the batch sizes from which each draft length applies; releases with PR #10860 read each
+  key as the *last* batch of its k, see serve/engine_configs.py; batch 1 must be given; `B=0` switches speculation
+  off).
 - `dynamic[:KMAX]`: k* = argmax over k <= KMAX of E(k) / step_time(batch, context, k), E from the scenario's
   acceptance (vLLM's dynamic speculative decoding rule, with the step-time table from the model).
 - `adaptive[:KMAX]`: the same argmax with the acceptance re-estimated online from the accept / reject outcomes the

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from pathlib import Path
 from typing import Any
 
@@ -93,6 +94,10 @@ def _read_config(path: Path) -> dict:
     return data
 
 
+#: `_name_or_path` of a config saved by `from_pretrained(<id>)`: the repository id (a local path is no id)
+_HF_ID = re.compile(r"^[A-Za-z0-9][\w.-]*/[\w.-]+$")
+
+
 def model_from_hf_config(path: str | Path) -> ModelSpec:
     """Read a Hugging Face `config.json` (offline) into a ModelSpec; any problem is a one-line SpecError."""
     path = Path(path)
@@ -122,6 +127,7 @@ def model_from_hf_config(path: str | Path) -> ModelSpec:
         "norm": "rmsnorm",
         "attention_bias": config.bool("attention_bias", model_type == "qwen2"),
         "sliding_window_tokens": _sliding_window(config, model_type),
+        "hf_id": name if isinstance(name, str) and _HF_ID.match(name) else None,
         "sources": {"shapes": f"Hugging Face config.json at {path}"},
         **_moe_and_mla_blocks(config, model_type),
     }

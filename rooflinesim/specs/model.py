@@ -120,6 +120,10 @@ class ModelSpec(SpecModel):
     moe: Optional[MoESpec] = Field(default=None, description="None: a dense MLP in every layer")
     mla: Optional[MLASpec] = Field(default=None, description="None: grouped-query attention")
     published_params: Optional[float] = Field(default=None, gt=0)
+    family: Optional[str] = Field(default=None, description="models that share one tokenizer (token ids), so one "
+                                  "can draft for another, e.g. llama-3, qwen2.5; the default draft is the smallest "
+                                  "shipped model of the target's family")
+    hf_id: Optional[str] = Field(default=None, description="Hugging Face repository id (org/name) engines load")
     sources: dict[str, str] = Field(default_factory=dict)
     notes: str = ""
 

@@ -174,8 +174,42 @@ def _resolve(name: str, kind: str) -> Path:
     raise SpecError(f"unknown {kind.rstrip('s')} {name!r}{_suggest(key, index)}{listing}")
 
 
+#: `org/name`: how a Hugging Face repository id looks (never a path that exists)
+_HF_ID = re.compile(r"^[A-Za-z0-9][\w.-]*/[\w.-]+$")
+
+
 def _existing_file(name: str, kind: str) -> Path:
-    return check_spec_file(Path(name).expanduser(), f"{kind} file")
+    path = Path(name).expanduser()
+    if kind == "models" and path.is_dir() and (path / "config.json").is_file():
+        return check_spec_file(path / "config.json", f"{kind} file")  # a downloaded checkpoint's folder
+    if not path.exists() and kind in ("models", "spec") and _HF_ID.match(name) and not name.endswith(
+            (".yaml", ".yml", ".json")):
+        raise SpecError(_hf_id_message(name))
+    if kind == "models" and path.is_dir():
+        raise SpecError(f"model folder {path} holds no config.json: give the folder of a Hugging Face "
+                        "checkpoint, its config.json, a model YAML or a shipped name")
+    return check_spec_file(path, f"{kind} file")
+
+
+def _hf_id_message(name: str) -> str:
+    """The one line for an `org/name` id: ids are not downloaded; the shipped model of that id, or close names."""
+    shipped = {(m.hf_id or "").lower(): get_short_name(m) for m in list_models()}
+    match = shipped.get(name.lower())
+    close = difflib.get_close_matches(name.split("/")[-1].lower(), list(_index("models")), n=3, cutoff=0.5)
+    hint = (f": use the shipped {match!r}" if match else
+            f": shipped names close to it: {', '.join(close)}" if close else "")
+    return (f"{name!r} looks like a Hugging Face id; ids are not downloaded{hint} (or give the folder of a "
+            "downloaded checkpoint, its config.json, or a model YAML; 'rooflinesim list models')")
+
+
+def get_shipped_model_by_hf_id(hf_id: str | None) -> ModelSpec | None:
+    """The shipped model whose `hf_id` is this one (case-insensitive), if any."""
+    if not hf_id:
+        return None
+    for model in list_models():
+        if model.hf_id and model.hf_id.lower() == hf_id.lower():
+            return model
+    return None
 
 
 def load_hardware(name: str | HardwareSpec) -> HardwareSpec:
@@ -191,8 +225,18 @@ def load_model(name: str | ModelSpec) -> ModelSpec:
         return name
     path = _resolve(str(name), "models")
     if path.suffix == ".json":
-        return model_from_hf_config(path)
+        return _with_shipped_family(model_from_hf_config(path))
     return _load_file(path, "models")
+
+
+def _with_shipped_family(spec: ModelSpec) -> ModelSpec:
+    """A config.json names its repository (`_name_or_path`): where a shipped model has that id, the config belongs
+    to its tokenizer family (what picks a default draft)."""
+    if spec.family is None:
+        shipped = get_shipped_model_by_hf_id(spec.hf_id)
+        if shipped is not None:
+            return spec.model_copy(update={"family": shipped.family})
+    return spec
 
 
 def load_any_spec(name: str | HardwareSpec | ModelSpec) -> HardwareSpec | ModelSpec:
@@ -206,9 +250,9 @@ def load_any_spec(name: str | HardwareSpec | ModelSpec) -> HardwareSpec | ModelS
         return name
     name = str(name)
     if _looks_like_path(name):
-        path = _existing_file(name, "spec")
+        path = _existing_file(name, "models" if Path(name).expanduser().is_dir() else "spec")
         if path.suffix == ".json":
-            return model_from_hf_config(path)
+            return _with_shipped_family(model_from_hf_config(path))
         return _load_file(path, None)
     key = name.strip().lower()
     for kind in ("hardware", "models"):
@@ -282,5 +326,5 @@ def get_short_name(spec: HardwareSpec | ModelSpec) -> str:
 __all__ = [
     "SpecError", "SUPPORTED_HF_ARCHITECTURES", "MODEL_KEYS", "HARDWARE_KEYS", "load_yaml", "load_spec_file",
     "get_spec_kind", "load_hardware", "load_model", "load_any_spec", "model_from_hf_config", "list_hardware",
-    "list_models", "get_short_name", "load_engine", "list_engines",
+    "list_models", "get_short_name", "load_engine", "list_engines", "get_shipped_model_by_hf_id",
 ]

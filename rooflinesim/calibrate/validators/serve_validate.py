@@ -194,9 +194,10 @@ def get_offered_rate_per_s(profile, target_spec: ModelSpec, settings: "ServeVali
     prompt = LengthDistribution.parse(settings.prompt_tokens, "prompt tokens")
     output = LengthDistribution.parse(settings.output_tokens, "output tokens")
     longest = prompt.max_tokens + output.max_tokens
+    # 'off' deploys no draft: none is resolved (a target without a default draft would otherwise be refused)
     scenario = build_scenario(profile, target_spec, 1, longest, weight_dtype=settings.dtype, kv_dtype=settings.dtype,
                               activation_dtype=settings.dtype, allow_long_context=True, sampling=True,
-                              engine="ideal")  # the measured loop is our own torch loop, not an engine
+                              speculative=False, engine="ideal")  # our own torch loop, not an engine
     capacity = get_saturation_rate_per_s(scenario, prompt, output, "off",
                                          ServeConfig(settings.max_num_seqs, settings.max_num_batched_tokens, 16,
                                                      settings.seed), seed=settings.seed)
