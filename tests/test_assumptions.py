@@ -78,11 +78,12 @@ def _run(capsys, argv):
 def test_every_output_states_what_it_assumed(capsys, tmp_path):
     out, _ = _run(capsys, ["predict"])
     assert "assumed:" in out and "alpha 0.8" in out and "draft llama-3.2-1b" in out and "hardware a100" in out
+    assert "engine vllm-v1" in out  # the engine profile is an input too (issue 29's default)
     out, err = _run(capsys, ["predict", "--json"])
     assert json.loads(out)["assumed"]["alpha"].startswith("0.8") and "assumed:" in err
     out, _ = _run(capsys, ["predict", "--hw", "h100", "--model", "llama-3.1-8b", "--draft", "llama-3.2-1b",
                            "--alpha", "0.7", "--k", "3", "--batch", "1", "--ctx", "4k", "--weight-dtype", "bf16",
-                           "--gpu-memory-utilization", "0.9", "--memory-reserve-gib", "3"])
+                           "--gpu-memory-utilization", "0.9", "--memory-reserve-gib", "3", "--engine", "vllm-v1"])
     assert "assumed:" not in out  # everything was given
     out, _ = _run(capsys, ["sweep", "--batch", "1,2", "--ctx", "1k"])
     assert "assumed:" in out and "alpha 0.6, 0.8" in out

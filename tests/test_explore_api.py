@@ -85,9 +85,9 @@ def test_the_done_when_command_serves_predict_byte_for_byte():
 
 
 @pytest.mark.parametrize("endpoint, query, argv", [
-    ("predict", {"hw": "h100", "model": "llama-3.2-1b", "batch": "4", "ctx": "2k", "k": "3", "alpha": "0.7",
+    ("predict", {"hw": "h100", "model": "llama-3.2-3b", "batch": "4", "ctx": "2k", "k": "3", "alpha": "0.7",
                  "weight-dtype": "fp8", "sampling": "1", "no-speculation": "0"},
-     ["predict", "--hw", "h100", "--model", "llama-3.2-1b", "--batch", "4", "--ctx", "2k", "--k", "3", "--alpha",
+     ["predict", "--hw", "h100", "--model", "llama-3.2-3b", "--batch", "4", "--ctx", "2k", "--k", "3", "--alpha",
       "0.7", "--weight-dtype", "fp8", "--sampling", "--json"]),
     ("sweep", {"hw": "a100", "batch": "1,8,64", "ctx": "1k,32k", "k": "0..4", "alpha": "0.6,0.9"},
      ["sweep", "--hw", "a100", "--batch", "1,8,64", "--ctx", "1k,32k", "--k", "0..4", "--alpha", "0.6,0.9", "--json"]),
@@ -105,7 +105,7 @@ def test_each_endpoint_answers_what_the_command_prints(base, capsys, endpoint, q
     assert status == 200 and code == 0, body
     assert body == out
     assert json.loads(headers.get("X-Rooflinesim-Stderr", "[]")) == err.splitlines()
-    plain_text = query.get("emit-config") in ("trtllm", "sglang")
+    plain_text = query.get("emit-config") in ("trtllm", "sglang", "vllm")  # vllm: a launch line
     assert headers["Content-Type"] == ("text/plain" if plain_text else "application/json")
     if not plain_text:
         json.loads(body)
@@ -208,7 +208,7 @@ def test_config_lists_each_endpoints_parameters_from_the_parser(base):
                    if a.dest == "drafter")
     assert parameters["predict"]["drafter"]["choices"] == list(drafter.choices)
     assert parameters["predict"]["sampling"]["switch"] and not parameters["predict"]["batch"]["switch"]
-    assert parameters["predict"]["batch"]["default"] == "1" and "help" not in parameters["predict"]
+    assert parameters["predict"]["batch"]["default"] is None and "help" not in parameters["predict"]
     assert not {"output", "json", "workers", "dask", "trace"} & set(parameters["serve"])
     assert parameters["list/models"] == {}
 

@@ -41,12 +41,14 @@ def test_every_row_is_priced_and_the_summary_prints(capsys):
 
 
 def test_prediction_of_a_row_by_hand():
-    """A decode row is batch / decode step at the mid-generation context: the same number predict gives."""
+    """A decode row is batch / decode step at the mid-generation context: the same number predict gives, under the
+    engine profile of the engine that ran the row (gpt-fast here)."""
     import rooflinesim
 
     bench = _bench()
     row = next(r for r in bench.load_rows() if r["id"] == "gptfast-a100-llama-3.1-8b-tp8")
-    step = rooflinesim.predict(hw="a100", model="llama-3.1-8b", batch=1, ctx=5 + 100, tp=8,
+    assert bench.get_row_engine(row) == "gpt-fast"
+    step = rooflinesim.predict(hw="a100", model="llama-3.1-8b", batch=1, ctx=5 + 100, tp=8, engine="gpt-fast",
                                speculative=False).decode.step_time_s
     assert bench.predict_row(row) == pytest.approx(1 / step)
 

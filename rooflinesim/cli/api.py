@@ -64,16 +64,18 @@ def get_sweep_map_output(args) -> CommandOutput:
 def _check_serve_size(args) -> None:
     from ..serve import parse_policies
     from ..serve.rates import parse_rates
+    from ..scenario.inputs import DEFAULT_OUTPUT_TOKENS, DEFAULT_SERVE_REQUESTS
     from ..serve.workload import LengthDistribution
 
     if args.emit_config:
         return
     rates = len(parse_rates(args.rate)) if args.rate else 1
     policies = len(parse_policies(args.policy))
-    output = LengthDistribution.parse(args.output_tokens, "--output-tokens").max_tokens
-    size = args.requests * rates * policies * output
+    output = LengthDistribution.parse(args.output_tokens or DEFAULT_OUTPUT_TOKENS, "--output-tokens").max_tokens
+    requests = DEFAULT_SERVE_REQUESTS if args.requests is None else args.requests
+    size = requests * rates * policies * output
     if size > MAX_SERVE_OUTPUT_TOKENS:
-        raise InputError(f"this serve run simulates up to {args.requests} requests x {rates} rates x {policies} "
+        raise InputError(f"this serve run simulates up to {requests} requests x {rates} rates x {policies} "
                          f"policies x {output} output tokens = {size:,} tokens; explore answers up to "
                          f"{MAX_SERVE_OUTPUT_TOKENS:,} (fewer --requests, rates or policies; or run "
                          f"'rooflinesim serve' in a terminal)")
@@ -195,5 +197,5 @@ class CommandApi:
             text, stderr_lines = spec.run(args)
         except (InputError, SpecError, UnitError) as exc:
             return _error(str(exc))
-        json_out = getattr(args, "emit_config", None) in (None, "vllm")
+        json_out = getattr(args, "emit_config", None) is None  # every engine config is a launch line or YAML
         return ApiAnswer(200, text + "\n", "application/json" if json_out else "text/plain", stderr_lines)
