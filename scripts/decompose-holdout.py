@@ -5,8 +5,8 @@
         --model hf-llama-94m,gptfast-llama-101m,reference:gptfast-llama-101m --batch 1,16 --context 2048
 
 --model takes Hugging Face hold-out names (calibrate.external.hf_holdout, needs transformers), gpt-fast-style ones
-(calibrate.external.gptfast_model) and `reference:NAME`: the same shapes run through the project's reference decoder
-(calibrate/model.py), so one shape set is seen through two implementations. Figures are noisy on a shared machine:
+(calibrate.external.gptfast_model) and `reference:NAME` (NAME a gpt-fast-style or a dense HF hold-out): the same shapes run
+through the project's reference decoder (rooflinesim/calibrate/reference/model.py), so one shape set is seen through two implementations. Figures are noisy on a shared machine:
 say where and when they were taken.
 """
 
@@ -34,7 +34,13 @@ def build(name: str, dtype: torch.dtype):
     """(step factory (batch, context) -> (fn, reset), ModelSpec) of one named hold-out."""
     gptfast = {s.name: s for s in G.get_gptfast_specs()}
     if name.startswith("reference:"):
-        spec = gptfast[name.split(":", 1)[1]]
+        shapes = name.split(":", 1)[1]
+        if shapes in gptfast:
+            spec = gptfast[shapes]
+        else:  # an HF hold-out's shapes (dense ones) through the reference decoder
+            from rooflinesim.calibrate.external import hf_holdout as H
+
+            spec = H.spec_from_config(H.make_config(H.get_hf_hold_out(shapes)))
         model = M.build_decoder(spec, dtype)
 
         def factory(batch, context):

@@ -144,8 +144,9 @@ def test_validate_family_refuses_an_unknown_family(capsys):
     assert "--family takes a comma-separated list of hf, gptfast, project" in capsys.readouterr().err
 
 
-def test_speed_factor_is_the_geometric_mean_of_the_step_anchors():
+def test_speed_factor_is_the_geometric_mean_of_the_anchors():
     from rooflinesim.calibrate.external.external_validate import speed_factor
 
-    assert speed_factor({"median_ratio": {"gemm": 100.0, "forward": 4.0, "stream": 9.0}}) == pytest.approx(6.0)
+    assert speed_factor({"median_ratio": {"gemm": 2.0, "forward": 4.0, "stream": 8.0}}) == pytest.approx(4.0)
+    assert speed_factor({"median_ratio": {"gemm": 9.0, "forward": 4.0}}) == pytest.approx(6.0)
     assert speed_factor({"median_ratio": None}) is None and speed_factor(None) is None

@@ -12,7 +12,7 @@ import shutil
 import numpy as np
 import pytest
 
-from rooflinesim.calibrate.external.model_terms import fit_model_terms, with_model_terms
+from rooflinesim.calibrate.external.model_terms import fit_model_terms, select_model_terms, with_model_terms
 from rooflinesim.scenario.builder import build_scenario
 from rooflinesim.specs.measured import ModelTerms
 from rooflinesim.specs.profiles import load_profile
@@ -47,6 +47,19 @@ def test_fit_recovers_a_cache_copy_term():
     scale, overhead, kv, residual = fit_model_terms(predicted, measured, kv_bytes)
     assert (scale, overhead, kv) == pytest.approx((1.1, 2e-4, 5e-11), rel=1e-6)
     assert residual == pytest.approx(0, abs=1e-9)
+
+
+def test_selection_keeps_the_terms_the_points_support():
+    predicted = np.array([1e-3, 4e-3, 3e-3, 2e-3, 6e-3, 5e-3])
+    kv_bytes = np.array([1e6, 16e6, 64e6, 4e6, 32e6, 8e6])
+    exact = 1.1 * predicted + 2e-4 + 5e-11 * kv_bytes
+    *_, terms = select_model_terms(predicted, exact, kv_bytes)
+    assert terms == 3
+    assert select_model_terms(predicted, 1.2 * predicted, kv_bytes)[0] == pytest.approx(1.2)
+    # the device profile already right, up to noise that no term explains: no term is kept
+    noise = np.array([1.03, 0.97, 1.02, 0.98, 1.01, 0.99])
+    scale, overhead, kv, _, terms = select_model_terms(predicted, predicted * noise, kv_bytes)
+    assert terms == 0 and (scale, overhead, kv) == (1.0, 0.0, 0.0)
 
 
 def test_fit_drops_a_negative_overhead_and_keeps_the_scale():
@@ -94,9 +107,10 @@ def test_calibrate_model_writes_terms_that_validate_checks(tmp_path, impl, capsy
                                            tiny=True, passes=1, log=lambda *a: None)
     terms = fitted.measured.provenance.model_terms["my-tiny-llama"]["fp32"]
     assert terms.implementation == impl and 0.2 <= terms.scale <= 5.0 and terms.step_overhead_s >= 0
-    assert terms.check_median_abs_rel_error is not None and len(terms.batches) == 4
+    assert terms.check_median_abs_rel_error is not None and len(terms.batches) == 6
     rows = report["dtypes"]["fp32"]["rows"]
-    assert sum(r["timed"] for r in rows) == 4 and sum(not r["timed"] for r in rows) == 2
+    assert sum(r["timed"] for r in rows) == 6 and sum(not r["timed"] for r in rows) == 2
+    assert report["dtypes"]["fp32"]["terms"] in (0, 1, 2, 3)
     out = write_profile(fitted, tmp_path / "with-terms.yaml")
     assert load_profile(out).measured.provenance.model_terms["my-tiny-llama"]["fp32"] == terms
     checked = run_external_validation(str(out), device, "fp32", ("model",), tiny=True, progress=False,

@@ -139,7 +139,7 @@ class MeasuredTiming:
     def for_model(self, model) -> "MeasuredTiming":
         """Bound to one model: its own fitted terms (`calibrate --model`), where the profile has them."""
         terms = (self.hw.measured.provenance.model_terms or {}).get(getattr(model, "name", None)) or None
-        return replace(self, model_terms=terms)
+        return self if terms is self.model_terms else replace(self, model_terms=terms)
 
     def _terms(self, compute_dtype: str):
         return (self.model_terms or {}).get(normalize_dtype(compute_dtype))

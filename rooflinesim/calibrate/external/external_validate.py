@@ -59,11 +59,12 @@ def summarise_family(rows: list[dict]) -> dict:
 
 
 def speed_factor(anchor_report: dict | None) -> float | None:
-    """How much slower the machine ran than when its profile was measured, for a decode step of a small model: the
-    geometric mean of the 'forward' (dispatch-bound) and 'stream' (weight-streaming) anchors' time ratios; None
-    without anchors. Multiplying a prediction by it separates the machine's state from the model's error."""
+    """How much slower the machine ran than when its profile was measured: the geometric mean of the anchors' time
+    ratios (gemm: compute-bound, forward: dispatch-bound, stream: weight streaming; a profile measured before an
+    anchor existed lacks it); None without anchors. Multiplying a prediction by it separates the machine's state
+    from the model's error, roughly: a contended machine slows the three unevenly."""
     ratios = (anchor_report or {}).get("median_ratio") or {}
-    parts = [ratios[name] for name in ("forward", "stream") if ratios.get(name)]
+    parts = [value for value in ratios.values() if value]
     return float(np.exp(np.mean(np.log(parts)))) if parts else None
 
 

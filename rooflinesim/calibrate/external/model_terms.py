@@ -7,11 +7,13 @@ timing: the model is built from the config with random weights), or a shipped mo
 user runs) or in the project's reference decoder (`--impl reference`, Llama-style dense models).
 
 The fit: measured = scale x priced + step_overhead_s + kv_cache_s_per_byte x (KV bytes the attention reads),
-non-negative least squares in relative error over the timed points (three terms: what the implementation does per
-op beyond the profile's prices, what it costs per step whatever the shape, and what its cache handling costs per
-byte of cache: transformers' DynamicCache copies the whole cache every step, which `scripts/decompose-holdout.py`
-shows as the largest item of an HF decode step at long context). The terms are stored in the profile's provenance (`model_terms[model][dtype]`, with the points and the
-source), and every price of that model from that profile applies them (`timing.measured.MeasuredTiming.for_model`).
+non-negative least squares in relative error over the timed points. Three terms at most: what the implementation
+does per op beyond the profile's prices, what it costs per step whatever the shape, and what its cache handling
+costs per byte of cache (transformers' DynamicCache copies the whole cache every step, which
+`scripts/decompose-holdout.py` shows as the largest item of an HF decode step). Only as many terms are kept as the
+timed points support: the number (0-3) whose leave-one-out error over the timed points is smallest. The terms are
+stored in the profile's provenance (`model_terms[model][dtype]`, with the points and the source), and every price
+of that model from that profile applies them (`timing.measured.MeasuredTiming.for_model`).
 The check points are measured in the same run, interleaved and shuffled with the timed ones, and their error is
 recorded next to the terms.
 """
@@ -32,9 +34,9 @@ from ...units import GIGA, MILLI, get_dtype_bytes
 from ..measure.timers import Device, Timer, get_torch_dtype
 
 #: (batch, context, new tokens): decode steps and one verify (k = 4)
-TIMED_POINTS = ((1, 256, 1), (16, 256, 1), (4, 2048, 1), (1, 1024, 5))
+TIMED_POINTS = ((1, 256, 1), (16, 256, 1), (4, 2048, 1), (1, 1024, 5), (16, 2048, 1), (8, 512, 3))
 CHECK_POINTS = ((4, 256, 1), (1, 2048, 1), (16, 1024, 1), (4, 1024, 5), (1, 512, 3))
-TINY_TIMED = ((1, 16, 1), (4, 16, 1), (2, 48, 1), (1, 32, 3))
+TINY_TIMED = ((1, 16, 1), (4, 16, 1), (2, 48, 1), (1, 32, 3), (4, 48, 1), (2, 24, 2))
 TINY_CHECK = ((2, 16, 1), (1, 48, 1))
 MEMORY_SHARE = 0.5
 
@@ -106,7 +108,7 @@ class ModelSteps:
         return (lambda: self.model(tokens, start, context + q)), None
 
 
-def fit_model_terms(predicted, measured, kv_bytes=None) -> tuple[float, float, float, float]:
+def fit_model_terms(predicted, measured, kv_bytes=None, terms: int = 3) -> tuple[float, float, float, float]:
     """(scale, step_overhead_s, kv_cache_s_per_byte, median |relative residual|) of
     measured ~ scale x predicted + overhead + kv_cache_s_per_byte x kv_bytes, non-negative least squares in relative
     error, scale within the schema's [0.2, 5]. The KV term is fitted only with `kv_bytes` and at least four points
@@ -115,11 +117,11 @@ def fit_model_terms(predicted, measured, kv_bytes=None) -> tuple[float, float, f
 
     p, m = np.asarray(predicted, float), np.asarray(measured, float)
     columns = [p / m, 1.0 / m]
-    use_kv = kv_bytes is not None and len(m) >= 4 and np.ptp(np.asarray(kv_bytes, float)) > 0
+    use_kv = terms >= 3 and kv_bytes is not None and len(m) >= 4 and np.ptp(np.asarray(kv_bytes, float)) > 0
     if use_kv:
         k_scale = float(np.max(kv_bytes))  # columns of similar size for the solver
         columns.append(np.asarray(kv_bytes, float) / k_scale / m)
-    if len(m) < 3:
+    if len(m) < 3 or terms <= 1:
         columns = columns[:1]
     coef, _ = nnls(np.stack(columns, axis=1), np.ones_like(m))
     scale = float(np.clip(coef[0], 0.2, 5.0))
@@ -128,6 +130,36 @@ def fit_model_terms(predicted, measured, kv_bytes=None) -> tuple[float, float, f
     kv_term = kv * np.asarray(kv_bytes, float) if kv else 0.0
     residual = float(np.median(np.abs((scale * p + overhead + kv_term) / m - 1.0)))
     return scale, overhead, kv, residual
+
+
+def _leave_one_out_error(predicted, measured, kv_bytes, terms: int) -> float:
+    """Median relative error at each timed point of a fit of `terms` terms (0: none, 1: scale, 2: + overhead,
+    3: + cache) to the other points."""
+    p, m = np.asarray(predicted, float), np.asarray(measured, float)
+    k = None if kv_bytes is None else np.asarray(kv_bytes, float)
+    errors = []
+    for i in range(len(m)):
+        keep = np.arange(len(m)) != i
+        if terms == 0:
+            fitted = p[i]
+        else:
+            scale, overhead, kv, _ = fit_model_terms(p[keep], m[keep], None if k is None else k[keep], terms)
+            fitted = scale * p[i] + overhead + (kv * k[i] if k is not None else 0.0)
+        errors.append(abs(fitted / m[i] - 1.0))
+    return float(np.median(errors))
+
+
+def select_model_terms(predicted, measured, kv_bytes=None) -> tuple[float, float, float, float, int]:
+    """The fit with as many terms (0-3) as the timed points support: the one whose leave-one-out error is smallest
+    (ties: fewer terms). Four noisy points cannot always carry three terms; a fit that predicts the left-out points
+    worse than the device profile alone is not kept. Returns (scale, overhead, kv, residual, terms)."""
+    p, m = np.asarray(predicted, float), np.asarray(measured, float)
+    most = 3 if kv_bytes is not None and len(m) >= 5 else min(2, len(m) - 2)
+    scores = [(_leave_one_out_error(p, m, kv_bytes, n), n) for n in range(0, max(most, 0) + 1)]
+    _, best = min(scores)
+    if best == 0:
+        return 1.0, 0.0, 0.0, float(np.median(np.abs(p / m - 1.0))), 0
+    return (*fit_model_terms(p, m, kv_bytes, best), best)
 
 
 def _priced_step(hw, spec, dtype, batch, context, q):
@@ -202,8 +234,8 @@ def run_model_calibration(hw, source: str, device: Device, dtypes, impl: str | N
         measured = {pt: float(np.median(sorted(v)[:max(1, (len(v) + 1) // 2)])) for pt, v in samples.items()}
         priced = {pt: _price(base, spec, dtype, *pt) for pt in timed + check}
         kv_bytes = [_attention_kv_bytes(base, spec, dtype, *p) for p in timed]
-        scale, overhead, kv, residual = fit_model_terms([priced[p] for p in timed], [measured[p] for p in timed],
-                                                        kv_bytes)
+        scale, overhead, kv, residual, n_terms = select_model_terms([priced[p] for p in timed],
+                                                                    [measured[p] for p in timed], kv_bytes)
         terms = ModelTerms(source=str(source), implementation=impl, scale=scale, step_overhead_s=overhead,
                            kv_cache_s_per_byte=kv,
                            batches=tuple(p[0] for p in timed), contexts=tuple(p[1] for p in timed),
@@ -219,6 +251,7 @@ def run_model_calibration(hw, source: str, device: Device, dtypes, impl: str | N
         all_terms[dtype] = terms.model_copy(update={"check_median_abs_rel_error": float(np.median(check_errors))})
         report["dtypes"][dtype] = {
             "scale": scale, "step_overhead_s": overhead, "kv_cache_s_per_byte": kv, "timed_residual": residual,
+            "terms": n_terms,
             "rows": rows,
             "check_median_error": float(np.median(check_errors)), "check_p90_error": float(np.quantile(check_errors, 0.9)),
             "device_profile_check_median_error": float(np.median(before)),
@@ -228,7 +261,7 @@ def run_model_calibration(hw, source: str, device: Device, dtypes, impl: str | N
                 "not within 5x of the profile's prices, so the machine is not in the state it was calibrated in "
                 "(contended?) or the profile is another machine's; re-run in a quiet window")
             report.setdefault("warnings", []).append(f"{dtype}: scale at its bound {scale:g}")
-        log(f"{spec.name} {dtype} ({impl}): scale {scale:.3f}, step overhead {overhead / MILLI:.2f} ms, cache term "
+        log(f"{spec.name} {dtype} ({impl}): {n_terms} term(s) kept by leave-one-out; scale {scale:.3f}, step overhead {overhead / MILLI:.2f} ms, cache term "
             f"{kv * GIGA:.3f} s/GB; untimed points: "
             f"median error {np.median(check_errors):.1%} with the model's terms, {np.median(before):.1%} with the "
             f"device profile alone ({time.perf_counter() - started:.0f} s)")
