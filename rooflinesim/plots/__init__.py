@@ -5,7 +5,7 @@ matplotlib is imported inside the drawing code (never at module import), so noth
 in. Figures are built with the object-oriented API on an Agg canvas (no pyplot, no global figure state): save them
 with `fig.savefig(path)`, or show them in a notebook after `%matplotlib inline`.
 
-Each chart takes a `Scenario` (`rooflinesim.scenario.build_scenario`) or the same names and options as `predict`,
+Each chart takes a `Scenario` (`rooflinesim.scenario.builder.build_scenario`) or the same names and options as `predict`,
 and an optional `ax` to draw into an existing axes (the function then returns that axes' figure).
 
 | module | function | shows |

@@ -96,7 +96,7 @@ def _format_flops_rate(value: float) -> str:
 def get_measured_ceilings(profile: HardwareSpec) -> list[tuple[str, float, float]]:
     """[(dtype, bandwidth bytes/s, peak FLOP/s)] to draw as a calibration profile's measured ceilings.
 
-    A profile is a hardware spec with a `measured` block (`rooflinesim.specs.MeasuredProfile`). Each measured dtype
+    A profile is a hardware spec with a `measured` block (`rooflinesim.specs.measured.MeasuredProfile`). Each measured dtype
     contributes its weight-streaming (GEMV) bandwidth and its fitted GEMM peak. A `measured` block without per-dtype
     figures falls back to the profile's top-level `memory_bandwidth_bytes_per_s` and `peak_flops_per_s`, which a
     profile fills with its fitted effective values.

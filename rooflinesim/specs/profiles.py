@@ -2,7 +2,7 @@
 profile's measured block to another hardware spec. numpy / pyyaml only: this is on the `predict` path.
 
 A profile is a HardwareSpec YAML (datasheet-like fields hold the *fitted effective* numbers) plus a `measured` block
-(`rooflinesim.specs.MeasuredProfile`); `rooflinesim.timing.MeasuredTiming` prices ops from it.
+(`rooflinesim.specs.measured.MeasuredProfile`); `rooflinesim.timing.MeasuredTiming` prices ops from it.
 """
 
 from __future__ import annotations

@@ -224,7 +224,7 @@ def fit_overheads(dtype: str, profile: DtypeProfile, results: Results, in_model_
     Folded into the scale instead, it priced narrow and deep models too
     fast: with the scale fitted on the 1536- and 2048-wide decoders alone (1.13), tiny-llama-123m's layers (1024
     wide) were 0.45 ms (batch 1) to 0.72 ms (batch 4) each dearer than priced and block-768's 0.35-0.45 ms, while the
-    LM head alone was within 2-4 % (2-core Xeon VM, fp32, 2026-12-01). Mid-size decoders of different widths and
+    LM head alone was within 2-4 % (2-core Xeon VM, fp32). Mid-size decoders of different widths and
     depths (block-768-16l: narrow, deep and cold) separate the two unknowns: on that VM the fit gave 0.30 ms per
     layer and a scale of 1.07 (the scale alone: 1.16, decoder residual 6.9 % against 5.3 %), and the hold-out target
     cut to 1-16 layers was priced within -5..+0 % at batch 1 against -11..+2 % by the scale alone. It is fitted when

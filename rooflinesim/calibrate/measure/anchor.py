@@ -19,7 +19,7 @@ more than `ANCHOR_TOLERANCE`:
   The pool is sized like that model, not far above the cache: on the 2-vCPU Xeon VM sysfs reports a 480 MB
   last-level cache shared with other tenants, so how much of a model of that size stays cached between steps, and
   with it the step time, moves with the neighbours. Neither of the other anchors sees that: a serving loop 45
-  minutes after its calibration ran its steps 1.15x their prices with the 'gemm' anchor at 1.05x (2026-12-01).
+  minutes after its calibration ran its steps 1.15x their prices with the 'gemm' anchor at 1.05x.
 
 Each is the median of its calls ('stream' at least two sweeps of its pool), the three timed three times
 interleaved and the median of those kept.

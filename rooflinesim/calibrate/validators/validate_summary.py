@@ -73,7 +73,7 @@ def combine_reports(reports: list[dict]) -> dict:
 
 
 def write_report(report: dict, out_dir: str | Path, stem: str) -> Path:
-    """Write `out_dir/stem.json` atomically, validated through the report schema (`rooflinesim.validation_report`):
+    """Write `out_dir/stem.json` atomically, validated through the report schema (`rooflinesim.specs.validation_report`):
     a report that does not follow it is a ValidationReportError, and nothing is written. Only the JSON: the chart is
     composed from it afterwards (`plot_report`)."""
     validated = parse_validation_report(report, f"validation report {stem}")

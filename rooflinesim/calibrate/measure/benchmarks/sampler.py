@@ -2,8 +2,8 @@
 measured loops run them (`calibrate.reference.sampling`): 'sample' at one position is `sample_and_advance`, the
 draw and the next step's books after a decode or draft forward, and at several positions `probabilities` over all
 of them, what a loop computes after a verify for the rule to read; 'accept_rule' is `verify_input` + `commit`, the verify input, the
-rule and the rollback. Their bytes come from `rooflinesim.op_sections` at fit time. (Until 2026-12-01 the
-several-position points timed `sample_and_advance`, which reads the last position only: a verify's 5.6 MB of
+rule and the rollback. Their bytes come from `rooflinesim.ops.sections` at fit time. (Timing the
+several-position points with `sample_and_advance`, which reads the last position only, was wrong: a verify's 5.6 MB of
 probabilities came in at the cost of its last rows', and the fit missed its own points by 40 % at the median.)
 
 A loop runs them right after a forward pass, never back to back, so each timed call follows an untimed decode step of
