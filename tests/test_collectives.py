@@ -126,8 +126,9 @@ H100_TP_ROWS = ["ladder-h100-llama-3-8b-tp4-b1-1024-512", "ladder-h100-llama-3-8
 
 
 @pytest.mark.parametrize("row_id", H100_TP_ROWS)
-def test_h100_llama3_tensor_parallel_rows_within_15_percent(row_id):
+def test_h100_llama3_tensor_parallel_rows_within_15_percent(row_id, monkeypatch):
     bench, rows = _published_rows()
+    monkeypatch.setattr(bench, "ENGINE", "ideal")  # the collectives' constants are the bare kernels' (see above)
     row = rows[row_id]
     assert not row["fitted_on"]
     assert bench.predict_row(row) == pytest.approx(row["measured"], rel=0.15)
