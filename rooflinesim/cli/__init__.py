@@ -28,6 +28,7 @@ USER_ERRORS = (InputError, SpecError, UnitError)
 
 class _Parser(argparse.ArgumentParser):
     def error(self, message):  # one line, exit 2 (argparse's own code for usage errors)
+        message = message.replace("\r", "\\r").replace("\n", "\\n")  # a value with a line break stays one line
         command = " ".join(self.prog.split()[1:])  # "" for the top-level parser
         see = f"rooflinesim {command} --help" if command else "rooflinesim --help"
         self.exit(EXIT_BAD_INPUT, f"rooflinesim: error: {message} (see '{see}')\n")
@@ -46,7 +47,8 @@ class _Parser(argparse.ArgumentParser):
         if extras:
             command = getattr(parsed, "command", None)
             see = f"rooflinesim {command} --help" if command else "rooflinesim --help"
-            self.exit(EXIT_BAD_INPUT, f"rooflinesim: error: unrecognized arguments: {' '.join(extras)} (see '{see}')\n")
+            shown = " ".join(x if x.strip() and x.isprintable() else repr(x) for x in extras)
+            self.exit(EXIT_BAD_INPUT, f"rooflinesim: error: unrecognized arguments: {shown} (see '{see}')\n")
         return parsed
 
 
@@ -197,7 +199,8 @@ def main(argv: list[str] | None = None) -> int:
         try:
             code = args.handler(args)
         except USER_ERRORS as exc:
-            print(f"rooflinesim: error: {' '.join(str(exc).split())}", file=sys.stderr)
+            message = str(exc).replace("\r", " ").replace("\n", " ")  # a parser's message may span lines
+            print(f"rooflinesim: error: {message}", file=sys.stderr)
             return EXIT_BAD_INPUT
         except KeyboardInterrupt:
             print("rooflinesim: interrupted", file=sys.stderr)

@@ -187,8 +187,10 @@ def cmd_plot(args) -> int:
 
         scenario = plots.get_scenario(args.hw, args.model, draft=args.draft, drafter=args.drafter,
                                       alpha=alphas[0] if alphas else None, **deployment_options(args))
+        from ..scenario.inputs import check_positive_int
+
         workload = WorkloadSpec(LengthDistribution.parse("1024", "prompt"), LengthDistribution.parse("128", "output"),
-                                requests=args.requests)
+                                requests=check_positive_int(args.requests, "--requests", 10_000_000))
         fig = plots.plot_serve(scenario, rates=parse_rates(args.rate or "1..32"),
                                policies=[p.name for p in parse_policies(args.policy or "off,fixed:4,dynamic")],
                                workload=workload)

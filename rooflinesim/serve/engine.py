@@ -37,6 +37,9 @@ from .workload import Requests
 DEFAULT_MAX_NUM_SEQS = 256  # vLLM's default max_num_seqs
 DEFAULT_MAX_NUM_BATCHED_TOKENS = 8192  # vLLM V1's default for online serving with chunked prefill
 DEFAULT_BLOCK_SIZE = 16  # vLLM's default KV block size (tokens)
+#: far above any engine's setting; the simulation allocates arrays of these sizes (a budget of 1.4e11 tokens asked
+#: for 1 TiB)
+CONFIG_MAXIMA = {"max_num_seqs": 1 << 16, "max_num_batched_tokens": 1 << 22, "block_size": 1 << 16}
 
 
 @dataclass(frozen=True)
@@ -47,10 +50,10 @@ class ServeConfig:
     seed: int = 0
 
     def check(self) -> "ServeConfig":
-        for name in ("max_num_seqs", "max_num_batched_tokens", "block_size"):
+        for name, most in CONFIG_MAXIMA.items():
             value = getattr(self, name)
-            if not isinstance(value, (int, np.integer)) or value < 1:
-                raise InputError(f"{name} must be a positive integer, got {value!r}")
+            if not isinstance(value, (int, np.integer)) or not 1 <= value <= most:
+                raise InputError(f"{name} must be a positive integer up to {most:,}, got {value!r}")
         if isinstance(self.seed, bool) or not isinstance(self.seed, (int, np.integer)) or self.seed < 0:
             raise InputError(f"seed must be a non-negative integer, got {self.seed!r}")
         if self.max_num_batched_tokens < self.max_num_seqs:
