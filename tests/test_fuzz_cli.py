@@ -68,6 +68,11 @@ REGRESSIONS = [
     # a token budget of 1.4e11 made the engine allocate 1 TiB (MemoryError)
     ["serve", "--max-num-batched-tokens", "141526285499", "--requests", "5"],
     ["serve", "--max-num-seqs", str(2**40), "--max-num-batched-tokens", str(2**41), "--requests", "5"],
+    # found by the campaign of seed 2027: a control character in a file name (\x1c, \x0b; str.splitlines and some
+    # terminals break lines there) split the error line; non-printable characters are now shown escaped
+    ["serve", "--calibration", "a\x1cb\x0bc", "--requests", "5"],
+    ["validate", "--profile=\x1dh\x98", "--quick"],
+    ["acceptance", "validate", "--profile", "s\x0b;f)"],
     # invisible or empty names: the error quotes the value given
     ["serve", "--draft=\u3000"],
     ["show", ""],
