@@ -58,6 +58,21 @@ REGRESSIONS = [
     # a blank --alpha-per-position was "no acceptance rate given", naming no flag (campaign seed 2026)
     ["predict", "--alpha-per-position", ","],
     ["predict", "--alpha-per-position=\t"],
+    # found by the 20,000-case campaign of seed 2026 (after the crash fix above):
+    # an unrecognised argument with a line break made a two-line error
+    ["calibrate", "--merge", "-21", "  \n ", "-4047"],
+    # the error line collapsed the value's whitespace, so it no longer showed what was given
+    ["show", "  \n "],
+    # plot serve did not check --requests: numpy's "negative dimensions are not allowed" traceback
+    ["plot", "serve", "-o", "chart.svg", "--requests", "-1707", "--rate", "4"],
+    # a token budget of 1.4e11 made the engine allocate 1 TiB (MemoryError)
+    ["serve", "--max-num-batched-tokens", "141526285499", "--requests", "5"],
+    ["serve", "--max-num-seqs", str(2**40), "--max-num-batched-tokens", str(2**41), "--requests", "5"],
+    # found by the campaign of seed 2027: a control character in a file name (\x1c, \x0b; str.splitlines and some
+    # terminals break lines there) split the error line; non-printable characters are now shown escaped
+    ["serve", "--calibration", "a\x1cb\x0bc", "--requests", "5"],
+    ["validate", "--profile=\x1dh\x98", "--quick"],
+    ["acceptance", "validate", "--profile", "s\x0b;f)"],
     # invisible or empty names: the error quotes the value given
     ["serve", "--draft=\u3000"],
     ["show", ""],

@@ -31,6 +31,7 @@ USER_ERRORS = (InputError, SpecError, UnitError)
 
 class _Parser(argparse.ArgumentParser):
     def error(self, message):  # one line, exit 2 (argparse's own code for usage errors)
+        message = one_line(message)
         command = " ".join(self.prog.split()[1:])  # "" for the top-level parser
         see = f"rooflinesim {command} --help" if command else "rooflinesim --help"
         self.fail(f"{message} (see '{see}')")
@@ -52,7 +53,8 @@ class _Parser(argparse.ArgumentParser):
         if extras:
             command = getattr(parsed, "command", None)
             see = f"rooflinesim {command} --help" if command else "rooflinesim --help"
-            self.fail(f"unrecognized arguments: {' '.join(extras)} (see '{see}')")
+            shown = " ".join(x if x.strip() and x.isprintable() else repr(x) for x in extras)
+            self.fail(f"unrecognized arguments: {shown} (see '{see}')")
         return parsed
 
 
@@ -237,6 +239,14 @@ def _attach_negative_values(argv: list[str]) -> list[str]:
     return out
 
 
+def one_line(message: str) -> str:
+    """A message as one terminal line: a parser's line breaks become spaces, and any other character that is not
+    printable (a control character in a file name the user gave, which str.splitlines and some terminals take for a
+    line break) is shown escaped, as repr would."""
+    message = message.replace("\r\n", " ").replace("\n", " ")
+    return "".join(c if c.isprintable() else repr(c)[1:-1] for c in message)
+
+
 def _library_warning_lines(caught: list[warnings.WarningMessage]) -> list[str]:
     """Warnings raised by libraries (numpy, matplotlib, scipy) while a command ran, as the tool's own one-line
     warnings: the message without the category, file and source line Python would print, each message once."""
@@ -245,7 +255,7 @@ def _library_warning_lines(caught: list[warnings.WarningMessage]) -> list[str]:
         module = (item.filename or "").replace("\\", "/")
         origin = next((name for name in ("numpy", "matplotlib", "scipy", "pandas", "torch") if f"/{name}/" in module),
                       None)
-        line = "warning: " + " ".join(str(item.message).split()) + (f" (from {origin})" if origin else "")
+        line = "warning: " + one_line(" ".join(str(item.message).split())) + (f" (from {origin})" if origin else "")
         if line not in lines:
             lines.append(line)
     return lines
@@ -261,7 +271,7 @@ def main(argv: list[str] | None = None) -> int:
         try:
             code = args.handler(args)
         except USER_ERRORS as exc:
-            print(f"rooflinesim: error: {' '.join(str(exc).split())}", file=sys.stderr)
+            print(f"rooflinesim: error: {one_line(str(exc))}", file=sys.stderr)
             return EXIT_BAD_INPUT
         except KeyboardInterrupt:
             print("rooflinesim: interrupted", file=sys.stderr)

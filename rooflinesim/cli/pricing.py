@@ -327,7 +327,7 @@ def cmd_plot(args) -> int:
         from ..serve import LengthDistribution, parse_policies
         from ..serve.rates import WorkloadSpec, parse_rates
 
-        from ..scenario.inputs import DEFAULT_OUTPUT_TOKENS, DEFAULT_PROMPT_TOKENS, DEFAULT_SERVE_REQUESTS
+        from ..scenario.inputs import DEFAULT_OUTPUT_TOKENS, DEFAULT_PROMPT_TOKENS, DEFAULT_SERVE_REQUESTS, check_positive_int
         from ..serve import ServeConfig
         from ..serve.engine import get_policy_k_bound
         from ..serve.rates import parse_concurrencies
@@ -336,7 +336,8 @@ def cmd_plot(args) -> int:
                                       **{**speculation, "k_values": [0]}, **deployment_options(args))
         workload = WorkloadSpec(LengthDistribution.parse(DEFAULT_PROMPT_TOKENS, "prompt"),
                                 LengthDistribution.parse(DEFAULT_OUTPUT_TOKENS, "output"),
-                                requests=DEFAULT_SERVE_REQUESTS if args.requests is None else args.requests)
+                                requests=DEFAULT_SERVE_REQUESTS if args.requests is None else
+                                check_positive_int(args.requests, "--requests", 10_000_000))
         if args.concurrency is not None and args.rate is not None:
             raise InputError("give --rate (open loop) or --concurrency (closed loop), not both")
         policies = [p.name for p in parse_policies(args.policy or "off,fixed:4,dynamic", get_policy_k_bound(scenario))]

@@ -45,6 +45,10 @@ RECENT_DECAY = 0.99
 STEP_POLICIES = ("mixed", "prefill-first")
 ADMISSIONS = ("evict", "no-evict")
 
+#: far above any engine's setting; the simulation allocates arrays of these sizes (a budget of 1.4e11 tokens asked
+#: for 1 TiB)
+CONFIG_MAXIMA = {"max_num_seqs": 1 << 16, "max_num_batched_tokens": 1 << 22, "block_size": 1 << 16}
+
 
 @dataclass(frozen=True)
 class ServeConfig:
@@ -75,10 +79,10 @@ class ServeConfig:
                    block_size, seed, s.policy, s.admission)
 
     def check(self) -> "ServeConfig":
-        for name in ("max_num_seqs", "max_num_batched_tokens", "block_size"):
+        for name, most in CONFIG_MAXIMA.items():
             value = getattr(self, name)
-            if not isinstance(value, (int, np.integer)) or value < 1:
-                raise InputError(f"{name} must be a positive integer, got {value!r}")
+            if not isinstance(value, (int, np.integer)) or not 1 <= value <= most:
+                raise InputError(f"{name} must be a positive integer up to {most:,}, got {value!r}")
         if isinstance(self.seed, bool) or not isinstance(self.seed, (int, np.integer)) or self.seed < 0:
             raise InputError(f"seed must be a non-negative integer, got {self.seed!r}")
         if self.step_policy not in STEP_POLICIES:
