@@ -472,7 +472,8 @@ def _names_its_input(line: str, case: Case) -> bool:
     for value in case.values:
         if repr(value) in line:
             return True
-        for text in [value, value.strip()] + [part.strip() for part in re.split(r"\.\.|,|:", value)]:
+        normalised = os.path.normpath(value) if value.strip() else value  # "a-folder/" is shown as "a-folder"
+        for text in [value, value.strip(), normalised] + [part.strip() for part in re.split(r"\.\.|,|:", value)]:
             if text and (text in line or repr(text)[1:-1] in line):
                 return True
     return "unrecognized arguments" in lowered or "the following arguments are required" in lowered
