@@ -22,6 +22,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "tests"))
 
+import fuzz_campaign  # noqa: E402
 import fuzz_cli  # noqa: E402
 
 
@@ -46,7 +47,7 @@ def main() -> int:
                   flush=True)
 
     with tempfile.TemporaryDirectory(prefix="rooflinesim-fuzz-") as folder:
-        report = fuzz_cli.run_campaign(args.cases, args.seed, Path(folder), args.time_limit, progress)
+        report = fuzz_campaign.run_campaign(args.cases, args.seed, Path(folder), args.time_limit, progress)
     flags = report.all_flags()
     print(f"done: {report.cases} cases, seed {args.seed}, {report.seconds:.0f} s, {len(report.findings)} findings; "
           f"{len(report.flags_fuzzed & flags)} of {len(flags)} flags fuzzed")

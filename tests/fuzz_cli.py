@@ -33,15 +33,19 @@ import io
 import json
 import os
 import re
-import shutil
 import signal
-import socket
 import sys
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 from hypothesis import strategies as st
+
+try:  # tests/ on sys.path (the test and the campaign script put it there); make_fuzz_files and restore_fuzz_files
+    # are used through this module
+    from fuzz_files import FuzzFiles, clean_folder, make_fuzz_files, restore_fuzz_files, snapshot  # noqa: F401
+except ImportError:
+    from tests.fuzz_files import FuzzFiles, clean_folder, make_fuzz_files, restore_fuzz_files, snapshot  # noqa: F401
 
 ROOT = Path(__file__).resolve().parent.parent
 DATA = ROOT / "tests" / "data"
@@ -90,89 +94,6 @@ MALFORMED = [",", ",,", "1,", ",1", "1,,2", "1..", "..4", "4..1", "1..nan", "0..
              "int4:0", "cuda:99", "cpu,cuda", "a" * 5000]
 UNICODE = ["é", "日本語", "🚀", "\u202eevil", "ｈ１００", "Ω", "\udcff", "nul\x00byte", "../../etc/passwd", "~", "-",
            "--", "-x", "--help"]
-
-
-@dataclass
-class FuzzFiles:
-    """The hostile input files of a campaign, in their own folder (never the working folder of a case)."""
-
-    folder: Path
-    paths: dict[str, str] = field(default_factory=dict)
-    _socket: socket.socket | None = None
-
-    def values(self) -> list[str]:
-        return list(self.paths.values())
-
-    def close(self) -> None:
-        if self._socket is not None:
-            self._socket.close()
-
-
-def _unreadable_path() -> str | None:
-    """A regular file root cannot read either: chmod 000 stops nobody running as root, so a write-only sysctl
-    (EACCES even for root) or the process's own memory file (EIO at offset 0) stands in for it."""
-    for path in ("/proc/sys/vm/compact_memory", "/proc/self/mem"):
-        if os.path.isfile(path):
-            return path
-    return None
-
-
-def make_fuzz_files(folder: Path) -> FuzzFiles:
-    """Write the hostile files: special files, binary and broken text, and the spec files of the bad-input matrix."""
-    try:
-        from hostile_files import write_hostile_files
-    except ImportError:
-        from tests.hostile_files import write_hostile_files
-
-    folder.mkdir(parents=True, exist_ok=True)
-    files = FuzzFiles(folder)
-    specs = folder / "specs"
-    specs.mkdir(exist_ok=True)
-    files.paths.update({f"spec:{k}": v for k, v in write_hostile_files(specs).items()})
-    contents = {
-        "empty.jsonl": b"", "blank.txt": b"  \n\n\t\n", "binary.bin": bytes(range(256)) * 64,
-        "binary.jsonl": bytes(range(128, 256)) * 8, "nul.txt": b"\x00" * 4096, "latin1.log": "café".encode("latin-1"),
-        "long-line.log": b"x" * (2 * 2**20), "deep.json": b"[" * 100_000 + b"]" * 100_000, "deep-dash.yaml": b"- " * 30_000 + b"x\n",
-        "huge-number.json": b'{"k": 4, "expected_tokens": 1e999}', "nan.json": b'{"k": NaN, "expected_tokens": NaN}',
-        "trace-ok.jsonl": b'{"arrival_s": 0.1, "prompt_tokens": 64, "output_tokens": 8}\n' * 5,
-        "trace-inf.jsonl": b'{"arrival_s": Infinity, "prompt_tokens": 1e400, "output_tokens": -1}\n',
-        "trace-huge-gap.jsonl": b'{"arrival_s": 0, "prompt_tokens": 4, "output_tokens": 4}\n'
-                                b'{"arrival_s": 1e9, "prompt_tokens": 4, "output_tokens": 4}\n',
-        "prompts.txt": b"1 2 3\n4 5 6\n", "weird name ü.yaml": b"name: x\n",
-        "config.png": b"\x89PNG\r\n\x1a\n", "out.csv": b"a,b\n", "report.json": b"{}",
-    }
-    for name, content in contents.items():
-        (folder / name).write_bytes(content)
-        files.paths[name] = str(folder / name)
-    big = folder / "big-100MB.log"
-    with open(big, "wb") as f:
-        f.truncate(100 * 2**20)  # a 100 MB file without writing 100 MB
-    files.paths["big"] = str(big)
-    fifo = folder / "fifo"
-    os.mkfifo(fifo)
-    files.paths["fifo"] = str(fifo)
-    (folder / "a-folder").mkdir()
-    files.paths["folder"] = str(folder / "a-folder")
-    files.paths["folder-slash"] = str(folder / "a-folder") + "/"
-    loop = folder / "loop"
-    loop.symlink_to(loop)
-    files.paths["loop"] = str(loop)
-    dangling = folder / "dangling.yaml"
-    dangling.symlink_to(folder / "nowhere.yaml")
-    files.paths["dangling"] = str(dangling)
-    files.paths["missing"] = str(folder / "missing.yaml")
-    files.paths["missing-folder-file"] = str(folder / "no" / "such" / "file.json")
-    sock = socket.socket(socket.AF_UNIX)
-    sock.bind(str(folder / "sock"))
-    files._socket = sock
-    files.paths["socket"] = str(folder / "sock")
-    files.paths["dev-zero"] = "/dev/zero"
-    files.paths["dev-urandom"] = "/dev/urandom"
-    files.paths["dev-null"] = "/dev/null"
-    unreadable = _unreadable_path()
-    if unreadable:
-        files.paths["unreadable"] = unreadable
-    return files
 
 
 # --- the parser, walked ------------------------------------------------------------------------------------------------
@@ -430,19 +351,6 @@ _NON_FINITE = re.compile(r"(?<![\w.])[-+]?(nan|NaN|inf|Infinity)(?![\w])")
 _RAW_WARNING = re.compile(r"\b\w*(Warning|Error):|Traceback|File \"|\.py:\d+")
 
 
-def _snapshot(folder: Path) -> dict[str, tuple[int, int]]:
-    found = {}
-    for dirpath, dirnames, filenames in os.walk(folder):
-        for name in dirnames + filenames:
-            path = Path(dirpath) / name
-            try:
-                info = path.lstat()
-            except OSError:
-                continue
-            found[str(path.relative_to(folder))] = (info.st_size, info.st_mtime_ns)
-    return found
-
-
 #: the tool's words for flags whose names are abbreviations (--ctx is "context" in messages)
 SYNONYMS = {"ctx": ["context"], "hw": ["hardware", "device"], "k": ["draft length", "drafts", " k "], "tp": ["tensor"],
             "draft_tp": ["tensor", "draft"], "alpha": ["acceptance"], "cv": ["cv"], "kind": ["plot"],
@@ -472,7 +380,8 @@ def _names_its_input(line: str, case: Case) -> bool:
     for value in case.values:
         if repr(value) in line:
             return True
-        for text in [value, value.strip()] + [part.strip() for part in re.split(r"\.\.|,|:", value)]:
+        normalised = os.path.normpath(value) if value.strip() else value  # "a-folder/" is shown as "a-folder"
+        for text in [value, value.strip(), normalised] + [part.strip() for part in re.split(r"\.\.|,|:", value)]:
             if text and (text in line or repr(text)[1:-1] in line):
                 return True
     return "unrecognized arguments" in lowered or "the following arguments are required" in lowered
@@ -524,23 +433,14 @@ def check_outcome(case: Case, outcome: Outcome, before: dict, after: dict) -> li
     return problems
 
 
-def clean_folder(folder: Path) -> None:
-    for child in folder.iterdir():
-        if child.is_dir() and not child.is_symlink():
-            shutil.rmtree(child, ignore_errors=True)
-        else:
-            with contextlib.suppress(OSError):
-                child.unlink()
-
-
 def run_and_check(case: Case, workdir: Path, time_limit_s: float) -> tuple[Outcome, list[str]]:
     """Run one case in an emptied `workdir` and judge it."""
     import multiprocessing
 
     clean_folder(workdir)
-    before = _snapshot(workdir)
+    before = snapshot(workdir)
     outcome = run_case(case.argv, workdir, time_limit_s)
-    problems = check_outcome(case, outcome, before, _snapshot(workdir))
+    problems = check_outcome(case, outcome, before, snapshot(workdir))
     left = multiprocessing.active_children()  # joins the finished ones; the rest outlived their command
     if left:
         problems.append(f"{len(left)} child processes still running after the command")
@@ -550,107 +450,6 @@ def run_and_check(case: Case, workdir: Path, time_limit_s: float) -> tuple[Outco
     return outcome, problems
 
 
-def restore_fuzz_files(files: FuzzFiles, reference: dict) -> tuple[FuzzFiles, dict]:
-    """A case may legitimately overwrite an input it was given as its output: write the files again if so."""
-    if _snapshot(files.folder) != reference:
-        files.close()
-        shutil.rmtree(files.folder, ignore_errors=True)
-        files = make_fuzz_files(files.folder)
-        reference = _snapshot(files.folder)
-    return files, reference
-
-
 def describe(case: Case) -> str:
     return "rooflinesim " + " ".join(repr(a) if (not a or re.search(r"[\s'\"\\]", a) or not a.isprintable()) else a
                                      for a in case.argv)
-
-
-# --- a campaign ----------------------------------------------------------------------------------------------------
-
-
-@dataclass
-class Finding:
-    argv: str
-    problems: list[str]
-    code: object
-    err: str
-    seconds: float
-
-
-@dataclass
-class Report:
-    seed: int
-    cases: int = 0
-    seconds: float = 0.0
-    findings: list[Finding] = field(default_factory=list)
-    flags_fuzzed: set = field(default_factory=set)
-    by_command: dict = field(default_factory=dict)  # command: (cases, seconds)
-    slowest: tuple = (0.0, "")
-
-    def all_flags(self) -> set:
-        return {(c.path, f.name) for c in all_commands() for f in c.flags if f.takes_value or not f.positional}
-
-
-def run_campaign(n_cases: int, seed: int, folder: Path, time_limit_s: float = 30.0, progress=None) -> Report:
-    """At least `n_cases` cases. Every flag of every command (in an order shuffled by `seed`) gets its own small
-    hypothesis run, seeded from `seed` and its position, of about n_cases / (number of flags) cases, in which it is
-    set to hostile values and a second flag of the same command is drawn half of the time; rounds repeat (with new
-    seeds) until `n_cases` are done. So every flag is fuzzed, whatever the draw. Findings are collected, not
-    raised, so one campaign reports them all."""
-    import math
-    import random
-
-    from hypothesis import HealthCheck, Phase, given, settings
-    from hypothesis import seed as hypothesis_seed
-
-    commands = all_commands()
-    pairs = [(c, f) for c in commands for f in c.flags if f.takes_value or not f.positional]
-    random.Random(seed).shuffle(pairs)
-    workdir = folder / "work"
-    workdir.mkdir(parents=True, exist_ok=True)
-    state = {"files": make_fuzz_files(folder / "inputs")}
-    state["reference"] = _snapshot(state["files"].folder)
-    report = Report(seed)
-    start = time.perf_counter()
-
-    def fuzz_one_flag(command: Command, flag: Flag, examples: int, run_seed: int) -> None:
-        @hypothesis_seed(run_seed)
-        @settings(max_examples=examples, database=None, deadline=None, phases=[Phase.generate],
-                  suppress_health_check=list(HealthCheck))
-        @given(st.data())
-        def one(data):
-            case = data.draw(cases(command, flag, state["files"]))
-            outcome, problems = run_and_check(case, workdir, time_limit_s)
-            report.cases += 1
-            for f in case.fuzzed:
-                report.flags_fuzzed.add((command.path, f.name))
-            name = " ".join(command.path)
-            count, seconds = report.by_command.get(name, (0, 0.0))
-            report.by_command[name] = (count + 1, round(seconds + outcome.seconds, 3))
-            if outcome.seconds > report.slowest[0]:
-                report.slowest = (outcome.seconds, describe(case))
-            if problems:
-                report.findings.append(Finding(describe(case), problems, outcome.code, outcome.err[-600:],
-                                               outcome.seconds))
-            state["files"], state["reference"] = restore_fuzz_files(state["files"], state["reference"])
-            if progress is not None:
-                progress(report, case, outcome, problems)
-
-        one()
-
-    with long_work_stubbed():
-        try:
-            round_number = 0
-            while report.cases < n_cases:
-                left = n_cases - report.cases
-                per_flag = max(math.ceil(left / len(pairs)), 1)
-                for index, (command, flag) in enumerate(pairs):
-                    if report.cases >= n_cases:
-                        break
-                    fuzz_one_flag(command, flag, min(per_flag, n_cases - report.cases),
-                                  seed * 1_000_003 + round_number * 10_007 + index)
-                round_number += 1
-        finally:
-            state["files"].close()
-    report.seconds = time.perf_counter() - start
-    return report
