@@ -289,6 +289,16 @@ def long_work_stubbed():
             continue
         saved.append((module, name, getattr(module, name)))
         setattr(module, name, _stub)
+    # `explore` checks its host and port and binds, then serves until stopped: the serving loop is its long work
+    # (stubbed like the measurements), and no case may open a browser
+    import webbrowser
+
+    from rooflinesim.explore import server as explore_server
+
+    saved += [(explore_server._Server, "serve_forever", explore_server._Server.serve_forever),
+              (webbrowser, "open", webbrowser.open)]
+    explore_server._Server.serve_forever = _stub
+    webbrowser.open = lambda *args, **kwargs: False
     try:
         yield
     finally:
@@ -403,8 +413,9 @@ def check_outcome(case: Case, outcome: Outcome, before: dict, after: dict) -> li
         return problems
     lines = [line for line in outcome.err.splitlines() if line.strip()]
     if outcome.code in (0, None):
-        # the tool's own warnings, and comments (the provenance of --emit-config vllm, whose stdout is bare JSON)
-        bad = [line for line in lines if not line.lstrip().lower().startswith(("warning", "#"))]
+        # the tool's own warnings and comments, the "assumed:" line (every input not given, with its value) and the
+        # notes of --emit-config (why its verdict is the step model's alone)
+        bad = [line for line in lines if not line.lstrip().lower().startswith(("warning", "#", "assumed:", "note:"))]
         if bad:
             problems.append(f"exit 0 with stderr lines that are not warnings: {bad[:3]}")
         printed = outcome.out

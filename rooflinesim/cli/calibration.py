@@ -132,7 +132,11 @@ def cmd_calibrate_model(args) -> int:
 
     profile_path = args.profile
     if profile_path is None:
-        profile_path = str(Path("calibrate") / f"{select_device(args.device, args.threads).slug}.yaml")
+        slug = select_device(args.device, args.threads).slug
+        profile_path = str(Path("calibrate") / slug / f"{slug}.yaml")
+        if not Path(profile_path).is_file():
+            raise InputError(f"--model extends this device's profile: no --profile given and none at {profile_path} "
+                             "(run 'rooflinesim calibrate' first or give --profile)")
     hw = load_profile(profile_path)
     out = Path(args.out or profile_path)
     check_output_path(out, "profile (--out)", (".yaml", ".yml"), create_parent=True)
