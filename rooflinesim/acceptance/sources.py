@@ -28,7 +28,11 @@ def load_acceptance(value, k: int | None = None, fmt: str = "auto") -> MeasuredA
     if not isinstance(value, (str, Path)) or not str(value).strip():
         raise AcceptanceSourceError(f"acceptance must be a log or metrics file or a preset name, got {value!r}")
     path = Path(value)
-    if path.exists():
+    try:
+        is_path = path.exists()
+    except (OSError, ValueError):  # a name too long for a path, or holding a NUL: not a file, so maybe a preset
+        is_path = False
+    if is_path:
         if path.suffix.lower() == ".json":
             return _read_json(path)
         from .engines import read_engine_acceptance

@@ -135,6 +135,8 @@ def make_server(api: Api, host: str = "127.0.0.1", port: int = DEFAULT_PORT, all
     except OSError as exc:
         raise InputError(f"cannot listen on {host}:{port}: {exc.strerror or exc} (another port: --port 0 picks a "
                          "free one)") from None
+    except (TypeError, UnicodeError, ValueError):  # a host name the resolver cannot even encode (control characters)
+        raise InputError(f"--host {host!r} is not a host name or address") from None
 
 
 def get_url(server) -> str:
