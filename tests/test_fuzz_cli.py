@@ -77,6 +77,11 @@ REGRESSIONS = [
     ["acceptance", "validate", "--profile", "s\x0b;f)"],
     # a folder given with a trailing slash is named without it (the oracle now normalises the path; seed 2027)
     ["sweep", "--hw", "{folder-slash}", "--tp", "{deep-dash.yaml}"],
+    # campaign seed 2029: "~user/..." for a user that does not exist made Path.expanduser raise RuntimeError
+    ["serve", "--model", "~\x13\x04nobody\n/1", "--requests", "5"],
+    ["predict", "--hw", "~no-such-user-26/h100.yaml"],
+    # ... and a name shown escaped in the error is recognised by the oracle
+    ["calibrate", "--shapes-of", "\u00d3\x16\\"],
     # invisible or empty names: the error quotes the value given
     ["serve", "--draft=\u3000"],
     ["show", ""],

@@ -174,7 +174,11 @@ def _resolve(name: str, kind: str) -> Path:
 
 
 def _existing_file(name: str, kind: str) -> Path:
-    return check_spec_file(Path(name).expanduser(), f"{kind} file")
+    try:
+        path = Path(name).expanduser()
+    except RuntimeError:  # "~someone/x.yaml" for a user that does not exist
+        raise SpecError(f"{kind} file not found: {name} (no home folder for {name.split('/')[0]!r})") from None
+    return check_spec_file(path, f"{kind} file")
 
 
 def load_hardware(name: str | HardwareSpec) -> HardwareSpec:
