@@ -41,6 +41,8 @@ from pathlib import Path
 
 from hypothesis import strategies as st
 
+from rooflinesim.cli import one_line
+
 try:  # tests/ on sys.path (the test and the campaign script put it there); make_fuzz_files and restore_fuzz_files
     # are used through this module
     from fuzz_files import FuzzFiles, clean_folder, make_fuzz_files, restore_fuzz_files, snapshot  # noqa: F401
@@ -388,7 +390,7 @@ def _names_its_input(line: str, case: Case) -> bool:
     if any(f.name in line for f in case.command.optionals):
         return True
     for value in case.values:
-        if repr(value) in line:
+        if repr(value) in line or one_line(value) in line:  # the CLI shows control characters escaped
             return True
         normalised = os.path.normpath(value) if value.strip() else value  # "a-folder/" is shown as "a-folder"
         for text in [value, value.strip(), normalised] + [part.strip() for part in re.split(r"\.\.|,|:", value)]:

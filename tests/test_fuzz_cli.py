@@ -81,6 +81,16 @@ REGRESSIONS = [
     ["acceptance", "validate", "--profile", "s\x0b;f)"],
     # a folder given with a trailing slash is named without it (the oracle now normalises the path; seed 2027)
     ["sweep", "--hw", "{folder-slash}", "--tp", "{deep-dash.yaml}"],
+    # campaign seed 2029: "~user/..." for a user that does not exist made Path.expanduser raise RuntimeError
+    ["serve", "--model", "~\x13\x04nobody\n/1", "--requests", "5"],
+    ["predict", "--hw", "~no-such-user-26/h100.yaml"],
+    # ... and a name shown escaped in the error is recognised by the oracle
+    ["calibrate", "--shapes-of", "\u00d3\x16\\"],
+    # campaign seed 2030: '³' passed str.isdigit() and then failed int() (a ValueError traceback); a negative --k
+    # for plot breakdown was refused as "new tokens per sequence", naming no flag
+    ["plot", "speedup", "-o", "s.svg", "--draft-tp=\u00b3"],
+    ["plot", "breakdown", "-o", "b.svg", "--k", "-350"],
+    ["plot", "breakdown", "-o", "b.svg", "--k=2415911065584"],
     # invisible or empty names: the error quotes the value given
     ["serve", "--draft=\u3000"],
     ["show", ""],

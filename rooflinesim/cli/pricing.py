@@ -300,6 +300,7 @@ PLOT_SUFFIXES = (".png", ".svg")
 
 def cmd_plot(args) -> int:
     from ..fileio import check_output_path, open_atomic
+    from ..scenario.inputs import MAX_CONTEXT_TOKENS
     from ..units import parse_count_range, parse_int_range
 
     out = check_output_path(args.output, "chart output (-o)", PLOT_SUFFIXES)
@@ -369,6 +370,8 @@ def cmd_plot(args) -> int:
                                       **options)
     else:
         k = one(parse_int_range(args.k, what="--k"), "k") if args.k else None
+        if k is not None and not 0 <= k < MAX_CONTEXT_TOKENS:  # a verify step of k + 1 tokens
+            raise InputError(f"--k for plot breakdown must be from 0 to {MAX_CONTEXT_TOKENS - 1:,}, got {k:,}")
         fig = plots.plot_step_breakdown(batch=one(parse_count_range(args.batch or "1"), "--batch"),
                                         ctx=parse_count_range(args.ctx) if args.ctx else None,
                                         new_tokens=1 if k is None else k + 1, **options)

@@ -134,7 +134,7 @@ def _is_number(x) -> bool:
 
 def check_positive_int(value, what: str, maximum: int | None = None) -> int:
     """An integer >= 1 given as int or numeric string; 2.5, True, NaN and 'abc' are refused, not rounded."""
-    if isinstance(value, str) and value.strip().lstrip("+").isdigit():
+    if isinstance(value, str) and value.strip().lstrip("+").isdecimal():
         value = int(value.strip())
     if isinstance(value, (float, np.floating)) and math.isfinite(value) and float(value).is_integer():
         value = int(value)

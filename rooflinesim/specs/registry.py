@@ -179,7 +179,10 @@ _HF_ID = re.compile(r"^[A-Za-z0-9][\w.-]*/[\w.-]+$")
 
 
 def _existing_file(name: str, kind: str) -> Path:
-    path = Path(name).expanduser()
+    try:
+        path = Path(name).expanduser()
+    except RuntimeError:  # "~someone/x.yaml" for a user that does not exist
+        raise SpecError(f"{kind} file not found: {name} (no home folder for {name.split('/')[0]!r})") from None
     if kind == "models" and path.is_dir() and (path / "config.json").is_file():
         return check_spec_file(path / "config.json", f"{kind} file")  # a downloaded checkpoint's folder
     if not path.exists() and kind in ("models", "spec") and _HF_ID.match(name) and not name.endswith(
