@@ -33,6 +33,8 @@ REGRESSIONS = [
     ["explore", "--host=\u200b", "--allow-remote"],
     # ... and an --acceptance of 300 characters was an OSError (file name too long) from the path check
     ["predict", "--acceptance=" + "a" * 300],
+    # (seed 2031) show --json of a spec whose bandwidth is 1e-300 B/s: its ridge point was an infinity in the JSON
+    ["show", "{spec:hw-tiny-bandwidth.yaml}", "--json"],
     # argparse hands an option whose value is "--" an empty list: float([]) was a TypeError traceback
     ["serve", "--memory-reserve-gib=--"],
     ["predict", "--batch=--"],

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 
+from ..errors import InputError
 from ..units import GIGA
 
 
@@ -118,6 +119,10 @@ def cmd_show(args) -> int:
             "weight_bytes_bf16": spec.get_weight_bytes("bf16"),
         }
     out = {**spec.model_dump(mode="json", exclude_none=True), "derived": derived}
+    bad = _first_non_finite(derived)
+    if bad is not None:  # e.g. a bandwidth of 1e-300 B/s: the ridge point overflows to infinity
+        raise InputError(f"{args.name}: derived {bad} is not a finite number: a number in the spec is far outside "
+                         "any physical range")
     if args.json:
         print(json.dumps(out, indent=2, allow_nan=False))
     else:
@@ -127,3 +132,20 @@ def cmd_show(args) -> int:
     return 0
 
 
+def _first_non_finite(value, key: str = "") -> str | None:
+    """The dotted key of the first NaN or infinite number in nested dicts and lists, or None."""
+    import math
+
+    if isinstance(value, dict):
+        for name, item in value.items():
+            found = _first_non_finite(item, f"{key}.{name}" if key else str(name))
+            if found is not None:
+                return found
+    elif isinstance(value, (list, tuple)):
+        for index, item in enumerate(value):
+            found = _first_non_finite(item, f"{key}[{index}]")
+            if found is not None:
+                return found
+    elif isinstance(value, float) and not math.isfinite(value):
+        return key
+    return None
