@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 import rooflinesim
 from rooflinesim import plots
 from rooflinesim.cli import main
-from rooflinesim.pricing.speculative import get_break_even_batch
+from rooflinesim.pricing.break_even import get_break_even_batch
 from rooflinesim.pricing.sweep import sweep
 from rooflinesim.scenario.builder import build_scenario
 

@@ -14,7 +14,8 @@ import rooflinesim
 from rooflinesim import plots
 from rooflinesim.pricing.predict import predict_scenario
 from rooflinesim.scenario.builder import build_scenario
-from rooflinesim.pricing.speculative import get_break_even_batch, get_engine_extras_s
+from rooflinesim.pricing.break_even import get_break_even_batch
+from rooflinesim.pricing.speculative import get_engine_extras_s
 from rooflinesim.timing.engine import with_role
 from rooflinesim.pricing.sweep import sweep, sweep_scenario
 

@@ -10,7 +10,7 @@ from ..acceptance import leviathan_walltime_improvement
 from ..scenario.builder import Scenario
 from ..scenario.inputs import DEFAULT_K_MAX, check_k
 from ..errors import InputError
-from ..pricing.speculative import get_best_k_index
+from ..pricing.break_even import get_best_k_index
 from ..pricing.sweep import SweepResult, sweep_scenario
 from ..units import format_count
 from .common import attach_warnings, COLORS, _boundary_segments, _new_figure, _tp_label, get_scenario

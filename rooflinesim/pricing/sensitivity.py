@@ -10,7 +10,8 @@ import numpy as np
 
 from ..scenario.builder import Scenario
 from ..timing.datasheet_band import DatasheetBand
-from .speculative import SpeculativeResult, get_best_k_index, price_speculation
+from .break_even import get_best_k_index
+from .speculative import SpeculativeResult, price_speculation
 
 #: how far the acceptance rate is moved either way to show how an answer depends on it
 ALPHA_SENSITIVITY = 0.1

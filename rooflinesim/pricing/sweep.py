@@ -15,10 +15,11 @@ import numpy as np
 
 from ..specs.registry import get_short_name
 from ..scenario.builder import Scenario, build_scenario
-from .speculative import (
+from .break_even import (
     VERDICT_NEVER_PAYS, VERDICT_NOTHING_FITS, VERDICT_PAYS_UP_TO_MAX_FIT, VERDICT_STOPS_PAYING, get_best_k_index,
-    get_break_even_batch, get_break_even_verdict, price_speculation,
+    get_break_even_batch, get_break_even_verdict,
 )
+from .speculative import price_speculation
 from ..errors import InputError
 from .predict import JSON_SCHEMA_VERSION
 
@@ -102,7 +103,7 @@ class SweepResult:
 
     @property
     def break_even_verdict(self) -> np.ndarray:
-        """(n_ctx, n_alpha) of speculative.VERDICT_* strings."""
+        """(n_ctx, n_alpha) of break_even.VERDICT_* strings."""
         feasible = self.speculation_fits[:, :, None]
         return get_break_even_verdict(self.break_even_batch, feasible.any(axis=0),
                                       (self.pays & feasible).any(axis=0))

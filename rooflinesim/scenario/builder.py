@@ -11,13 +11,12 @@ Every problem with the inputs is an `InputError` (or a `SpecError` for a file) w
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass, field, replace
 
 import numpy as np
 
 from ..ops.draft_heads import HEAD_KINDS, get_head_weight_bytes
-from ..ops.step_ops import ATTENTION_MODES, get_kv_cache_bytes, get_step_ops
+from ..ops.step_ops import ATTENTION_MODES, get_kv_cache_bytes
 from ..specs.registry import load_hardware, load_model
 from ..specs.hardware import HardwareSpec
 from ..errors import InputError
@@ -28,7 +27,7 @@ from ..timing import DatasheetTiming, TimingModel, get_timing_model
 from ..timing.quant_kernels import get_quant_kernel
 from ..timing.engine import with_engine
 from ..specs.engine import EngineSpec
-from ..units import DEFAULT_QUANT_GROUP_SIZE, GIGA, format_count
+from ..units import DEFAULT_QUANT_GROUP_SIZE, format_count
 
 from ..acceptance.trees import TreeShape
 from .drafting import (
@@ -37,12 +36,13 @@ from .drafting import (
 )
 from .inputs import (
     DEFAULT_ALPHA, DEFAULT_BATCH, DEFAULT_CONTEXT_TOKENS, DEFAULT_GPU_MEMORY_UTILIZATION, DEFAULT_HARDWARE,
-    DEFAULT_HEAD_LAYER_FRACTION, DEFAULT_MEMORY_RESERVE_BYTES, DEFAULT_MODEL, MAX_GRID_VALUES, MAX_K, Acceptance,
+    DEFAULT_HEAD_LAYER_FRACTION, DEFAULT_MEMORY_RESERVE_BYTES, DEFAULT_MODEL, MAX_K, Acceptance,
     Drafter, _as_list, check_batch_axis, check_context_axis,
     check_draft_first_step_tokens, check_k, check_positive_int, resolve_acceptance, resolve_acceptance_source,
     resolve_dtypes, resolve_memory_options, resolve_quant_kernel,
 )
 from .inputs import resolve_engine
+from .checks import check_finite_prices, check_grid_size, get_memory_warnings, get_pricing_warnings
 
 
 @dataclass(frozen=True)
@@ -148,35 +148,6 @@ class Scenario:
         free = one.capacity_bytes - one.weight_bytes
         fitting = np.floor(free / (one.kv_cache_bytes + one.activation_bytes))
         return np.clip(fitting, 0, float(1 << 53)).astype(np.int64)
-
-
-# --- checking user values ------------------------------------------------------------------------------------------
-
-
-def _check_grid_size(batch, context, k_values, alphas) -> None:
-    # pricing holds ~20 ops x 8 arrays over (batch, context, k) and ~10 result arrays over the full grid
-    values = batch.size * context.size * (k_values.size * 160 + 10 * k_values.size * alphas)
-    if values > MAX_GRID_VALUES:
-        raise InputError(
-            f"grid of {batch.size:,} batches x {context.size:,} contexts x {k_values.size:,} k x {alphas:,} alphas "
-            f"would need about {values * 8 / GIGA:,.0f} GB to price; at most {MAX_GRID_VALUES * 8 / GIGA:.1f} GB is "
-            "allowed: use fewer points")
-
-
-def _memory_warnings(scenario: Scenario) -> list[str]:
-    fit = scenario.get_memory_fit(scenario.batch[:, None], scenario.context_tokens[None, :], 0)
-    fits = np.broadcast_to(fit.fits_in_memory, (scenario.batch.size, scenario.context_tokens.size))
-    if fits.all():
-        return []
-    hw = scenario.hardware
-    if scenario.is_point:
-        need = float(np.asarray(fit.total_bytes).reshape(-1)[0])
-        max_batch = int(np.asarray(scenario.get_max_batch(scenario.context_tokens[0])).reshape(-1)[0])
-        return [f"infeasible: needs {need / GIGA:.1f} GB but {hw.name} leaves {scenario.usable_memory_bytes / GIGA:.1f} GB "
-                f"of its {hw.memory_capacity_bytes / GIGA:.1f} GB usable (max batch at this context: {max_batch}); times "
-                "are shown as if it fitted"]
-    return [f"{int((~fits).sum())} of {fits.size} (batch, context) points do not fit in {hw.name}'s memory even "
-            "without speculation; memory caps the batch there, and the break-even is found among the points that fit"]
 
 
 def format_assumed(assumed: dict) -> str:
@@ -351,7 +322,7 @@ def build_scenario(
         if ks[-1] > acceptance.max_k:
             raise InputError(f"k = {int(ks[-1])} drafts need {int(ks[-1])} per-position acceptance rates, got "
                              f"{acceptance.max_k}")
-        _check_grid_size(batch_axis, context_axis, ks, len(acceptance.alphas or (0,)))
+        check_grid_size(batch_axis, context_axis, ks, len(acceptance.alphas or (0,)))
         spec_drafter, draft_workload, drafter_warnings = resolve_any_drafter(
             model_spec, hw_spec, workload, draft, drafter, head_layer_fraction, draft_tp, draft_kv_budget,
             draft_layer_fraction, context_axis, allow_long_context)
@@ -369,10 +340,10 @@ def build_scenario(
         scenario = replace(scenario, drafter=spec_drafter, draft_workload=draft_workload, acceptance=acceptance,
                            k_values=ks, k=chosen)
     else:  # the charts price a decode and a verify step over batch x context without a drafter
-        _check_grid_size(batch_axis, context_axis, np.asarray([0, 1]), 1)
-    _check_finite_prices(scenario)
-    warnings += _memory_warnings(scenario)
-    warnings += _pricing_warnings(scenario)
+        check_grid_size(batch_axis, context_axis, np.asarray([0, 1]), 1)
+    check_finite_prices(scenario)
+    warnings += get_memory_warnings(scenario)
+    warnings += get_pricing_warnings(scenario)
     return replace(scenario, warnings=tuple(dict.fromkeys(warnings)), assumed=assumed)
 
 
@@ -404,7 +375,7 @@ def _with_tree(scenario, shape, model_spec, hw_spec, workload, warnings, draft, 
     chosen = None if k is None else check_k(k)
     ks = get_tree_k_values(shape, chosen, None if k_values is None else
                            [check_k(x) for x in _as_list(k_values)])
-    _check_grid_size(batch_axis, context_axis, ks, len(resolved.alphas or (0,)))
+    check_grid_size(batch_axis, context_axis, ks, len(resolved.alphas or (0,)))
     spec_drafter, draft_workload, drafter_warnings = resolve_any_drafter(
         model_spec, hw_spec, workload, draft, drafter, head_layer_fraction, draft_tp, draft_kv_budget,
         draft_layer_fraction, context_axis, allow_long_context)
@@ -412,42 +383,6 @@ def _with_tree(scenario, shape, model_spec, hw_spec, workload, warnings, draft, 
     check_tree_options(shape, spec_drafter.kind, extra_draft_pass, scenario.draft_first_step_tokens)
     return replace(scenario, drafter=spec_drafter, draft_workload=draft_workload, acceptance=resolved, k_values=ks,
                    k=chosen if chosen is not None else (shape.tree_tokens if k_values is None else None), tree=shape)
-
-
-def _check_finite_prices(scenario: Scenario) -> None:
-    """Refuse a deployment whose largest steps price to an infinite or undefined time.
-
-    Every spec number is finite and positive, but a hand-written spec or profile can still be off by hundreds of
-    orders of magnitude (`1.0e-300` B/s, a coefficient of 1e300 s per byte): the times then overflow and every
-    output would carry Infinity or NaN. Step time grows with batch, context and new tokens, so pricing the largest
-    prefill and verify steps of the grid (in one broadcast evaluation) and the largest draft step decides for all of
-    them; a speculative step sums up to k + 2 of them (k drafts, the verify, gpt-fast's extra draft pass), so that
-    sum must stay finite too.
-    """
-    from ..step import get_workload_step  # here, not at the top: keeps this change apart from the import block
-
-    w, b, s = scenario.workload, scenario.batch.max(), scenario.context_tokens.max()
-    q = int(scenario.k_values.max()) + 1
-    steps = [(scenario.model, w, np.asarray([max(int(s), 1), q]), np.asarray([0, s]))]  # prefill, verify
-    if scenario.drafter is not None and scenario.drafter.kind == "model":
-        steps.append((scenario.drafter.model, scenario.draft_workload, 1, s + q))
-    for model, workload, new_tokens, context in steps:
-        with np.errstate(over="ignore", invalid="ignore"):  # the one line below says it, not numpy's warnings
-            step = get_workload_step(scenario.hardware, model, workload, new_tokens, scenario.timing, context, b)
-            worst = max(float(np.max(step.step_time_s)), float(np.max(step.roofline_step_time_s)))
-        if not math.isfinite(worst * (q + 1)):
-            raise InputError(
-                f"{scenario.hardware.name} prices a step of {model.name} (batch {b}, context up to {s}) at "
-                f"{worst:.3g} s: a number in the hardware spec or profile is far outside any physical range")
-
-
-def _pricing_warnings(scenario: Scenario) -> list[str]:
-    """What the timing model says about the largest steps the scenario prices (e.g. outside a measured range)."""
-    w = scenario.workload
-    q = int(scenario.k_values.max()) + 1
-    ops = get_step_ops(scenario.model, scenario.batch.max(), scenario.context_tokens.max(), q, w.weight_dtype,
-                       w.kv_dtype, w.activation_dtype, w.attention, True, w.tensor_parallel, w.quant_group_size)
-    return scenario.timing.get_warnings(ops, w.activation_dtype)
 
 
 __all__ = [

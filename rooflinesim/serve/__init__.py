@@ -1,7 +1,8 @@
 """Speculation under load: a request-level serving simulator on the step model (see engine.py for the scheduler,
 pricing.py for how a mixed step is priced, policies.py for the speculation policies)."""
 
-from .engine import ServeConfig, get_kv_capacity_blocks, simulate
+from .config import ServeConfig
+from .engine import get_kv_capacity_blocks, simulate
 from .metrics import ServeResult
 from .policies import parse_policies, parse_policy
 from .pricing import StepPricer

@@ -1,5 +1,5 @@
 """The discrete-event loop of one serving instance (a TP group), one event per engine step, modelled on vLLM V1's
-continuous-batching scheduler:
+continuous-batching scheduler (its configuration, `ServeConfig`, is in config.py):
 
 - each step has a budget of `max_num_batched_tokens` new tokens and at most `max_num_seqs` running requests;
   running requests are served first (decodes, then prefills in progress), then waiting requests are admitted in
@@ -22,12 +22,13 @@ from __future__ import annotations
 
 from collections import deque
 from itertools import chain, repeat
-from dataclasses import dataclass, replace
+from dataclasses import replace
 
 import numpy as np
 
 from ..scenario.builder import Scenario
 from ..errors import InputError
+from .config import ServeConfig
 from .metrics import ServeResult
 from .decode_run import DecodeRun, TreeSampler, plan_decode_run, sample_accepted
 from .admission import _admissible, _speculation_pays_catch_up, _whole_request_blocks
@@ -35,64 +36,8 @@ from .policies import Policy, parse_policy
 from .pricing import StepPricer
 from .workload import Requests
 
-DEFAULT_MAX_NUM_SEQS = 256  # vLLM's default max_num_seqs
-DEFAULT_MAX_NUM_BATCHED_TOKENS = 8192  # vLLM V1's default for online serving with chunked prefill
-DEFAULT_BLOCK_SIZE = 16  # vLLM's default KV block size (tokens)
 #: per-step decay of the recent prefill / decode time an on-demand policy weighs speculation against (~100 steps)
 RECENT_DECAY = 0.99
-
-
-STEP_POLICIES = ("mixed", "prefill-first")
-ADMISSIONS = ("evict", "no-evict")
-
-#: far above any engine's setting; the simulation allocates arrays of these sizes (a budget of 1.4e11 tokens asked
-#: for 1 TiB, and a step's cost grows with the budget: 3.4 million tokens made 20 requests take 18 s)
-CONFIG_MAXIMA = {"max_num_seqs": 1 << 16, "max_num_batched_tokens": 1 << 20, "block_size": 1 << 16}
-
-
-@dataclass(frozen=True)
-class ServeConfig:
-    max_num_seqs: int = DEFAULT_MAX_NUM_SEQS
-    max_num_batched_tokens: int = DEFAULT_MAX_NUM_BATCHED_TOKENS
-    block_size: int = DEFAULT_BLOCK_SIZE
-    seed: int = 0
-    #: the engine's step formation (specs.engine.Scheduling): 'mixed' chunked steps (vLLM V1, TensorRT-LLM) or
-    #: 'prefill-first' (a step with prompts to prefill runs them alone and the decodes wait: SGLang without mixed
-    #: chunking, vLLM V0)
-    step_policy: str = "mixed"
-    #: 'evict' (admit while blocks are free, preempt by recompute when they run out) or 'no-evict' (admit only a
-    #: request whose prompt, whole output and draft slots fit: TensorRT-LLM's GUARANTEED_NO_EVICT)
-    admission: str = "evict"
-
-    @classmethod
-    def for_engine(cls, engine, max_num_seqs=None, max_num_batched_tokens=None, block_size=DEFAULT_BLOCK_SIZE,
-                   seed=0) -> "ServeConfig":
-        """The config an engine profile runs with by default (`scheduling` block); given values override it."""
-        def given(value, default):
-            return default if value is None else value
-
-        if engine is None:
-            return cls(given(max_num_seqs, DEFAULT_MAX_NUM_SEQS),
-                       given(max_num_batched_tokens, DEFAULT_MAX_NUM_BATCHED_TOKENS), block_size, seed)
-        s = engine.scheduling
-        return cls(given(max_num_seqs, s.max_num_seqs), given(max_num_batched_tokens, s.max_num_batched_tokens),
-                   block_size, seed, s.policy, s.admission)
-
-    def check(self) -> "ServeConfig":
-        for name, most in CONFIG_MAXIMA.items():
-            value = getattr(self, name)
-            if not isinstance(value, (int, np.integer)) or not 1 <= value <= most:
-                raise InputError(f"{name} must be a positive integer up to {most:,}, got {value!r}")
-        if isinstance(self.seed, bool) or not isinstance(self.seed, (int, np.integer)) or self.seed < 0:
-            raise InputError(f"seed must be a non-negative integer, got {self.seed!r}")
-        if self.step_policy not in STEP_POLICIES:
-            raise InputError(f"step_policy must be one of {', '.join(STEP_POLICIES)}, got {self.step_policy!r}")
-        if self.admission not in ADMISSIONS:
-            raise InputError(f"admission must be one of {', '.join(ADMISSIONS)}, got {self.admission!r}")
-        if self.max_num_batched_tokens < self.max_num_seqs:
-            raise InputError(f"max_num_batched_tokens ({self.max_num_batched_tokens}) must be at least max_num_seqs "
-                             f"({self.max_num_seqs}): every running request needs a token per step")
-        return self
 
 
 def get_kv_capacity_blocks(scenario: Scenario, policy: Policy, config: ServeConfig) -> tuple[int, float]:
@@ -434,5 +379,4 @@ def get_policy_k_bound(scenario: Scenario) -> int | None:
     return None if acceptance is None or acceptance.per_position is None else len(acceptance.per_position)
 
 
-__all__ = ["simulate", "ServeConfig", "get_kv_capacity_blocks", "get_policy_k_bound", "DEFAULT_MAX_NUM_SEQS",
-           "DEFAULT_MAX_NUM_BATCHED_TOKENS", "DEFAULT_BLOCK_SIZE"]
+__all__ = ["simulate", "get_kv_capacity_blocks", "get_policy_k_bound"]

@@ -42,8 +42,6 @@ from ..scenario.builder import Scenario
 from ..acceptance.closed_form import get_expected_tokens
 from ..pricing.speculative import price_speculation
 from ..errors import InputError
-from ..pricing.speculative import get_expected_tokens, price_speculation
-from ..scenario.builder import Scenario
 from ..specs.registry import get_short_name
 
 ENGINES = ("vllm", "trtllm", "sglang")

@@ -24,7 +24,8 @@ import numpy as np
 
 from ..scenario.builder import Scenario
 from ..errors import InputError
-from .engine import ServeConfig, simulate
+from .config import ServeConfig
+from .engine import simulate
 from .guard import ServeWorkerError, check_workload_work
 from .uncertainty import get_summary_interval
 from .workload import LengthDistribution, Requests, check_rate_per_s, generate_requests, load_trace

@@ -22,7 +22,8 @@ from ..scenario.builder import Scenario
 from ..pricing.speculative import price_speculation
 from ..step import get_workload_step
 from ..timing.base import Z90
-from .engine import ServeConfig, simulate
+from .config import ServeConfig
+from .engine import simulate
 from .pricing import StepPricer
 from .workload import Requests
 

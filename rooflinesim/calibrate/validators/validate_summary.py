@@ -8,7 +8,7 @@ from pathlib import Path
 import numpy as np
 
 from ...fileio import write_text_atomic
-from ...pricing.speculative import get_break_even_batch
+from ...pricing.break_even import get_break_even_batch
 from ...specs.validation_report import parse_validation_report, validation_report_json
 
 #: the prediction intervals' nominal coverage (two-sided, z = Z90)
@@ -25,7 +25,7 @@ def summarise(errors) -> dict:
 
 
 def break_even(batches, speedups) -> int | None:
-    """The batch from which speculation stops paying for good (`speculative.get_break_even_batch`, the definition
+    """The batch from which speculation stops paying for good (`pricing.break_even.get_break_even_batch`, the definition
     sweeps use); None where it still pays at the largest batch."""
     order = np.argsort(batches)
     batch = int(get_break_even_batch(np.asarray(batches)[order], np.asarray(speedups)[order] >= 1.0))
