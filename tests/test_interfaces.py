@@ -95,6 +95,7 @@ def test_groups_and_flat_keywords_price_the_same(ideal_engine):
     b = sweep(batch=[1, 8], ctx=[4096], k=[0, 2], deployment=Deployment("h100"),
               speculation=Speculation(drafter="ngram", alpha=[0.7]))
     assert a.to_dict() == b.to_dict()
+    assert list(a.k) == [0, 2]  # sweep's k is the grid (Speculation.k_values), never the reported draft length
 
 
 # --- predict and sweep show their options --------------------------------------------------------------------------
@@ -124,6 +125,13 @@ def test_help_shows_each_option_with_its_default(function):
         line = f"[{cls.__name__}.{field_name}, default {cls.__dataclass_fields__[field_name].default!r}]"
         assert re.search(rf"\b{name}: .*", text), name
         assert line in " ".join(text.split()), line
+
+
+def test_build_scenario_takes_options_only_through_the_groups():
+    """No option of build_scenario has a default of its own in the signature: a second default could drift."""
+    parameters = inspect.signature(build_scenario).parameters
+    assert list(parameters) == ["hw", "model", "batch", "ctx", *GROUPS, "assumed", "flat"]
+    assert all(p.default in (None, DEFAULT) for p in parameters.values() if p.kind is not p.VAR_KEYWORD)
 
 
 def test_all_is_unchanged():
