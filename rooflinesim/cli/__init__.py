@@ -21,6 +21,11 @@ from .arguments import (
     add_acceptance_source_arguments, add_deployment_arguments, add_serve_arguments, add_speculation_arguments,
     add_workload_arguments,
 )
+from ..scenario.inputs import (
+    DEFAULT_ALPHA, DEFAULT_BATCH, DEFAULT_CHART_ALPHAS, DEFAULT_CONTEXT_TOKENS, DEFAULT_DRAFTER, DEFAULT_HARDWARE,
+    DEFAULT_K_MAX, DEFAULT_MODEL, DEFAULT_SERVE_REQUESTS, DEFAULT_SWEEP_BATCH, DEFAULT_SWEEP_CONTEXT, DRAFTER_KINDS,
+)
+from ..units import format_count
 from .calibration import cmd_calibrate, cmd_validate
 from .pricing import PLOT_KINDS, cmd_plot, cmd_predict, cmd_serve, cmd_sweep
 from .specs import cmd_list, cmd_show
@@ -74,11 +79,13 @@ def build_parser(raising: bool = False) -> argparse.ArgumentParser:
 
     p = sub.add_parser("predict", help="step times, roofline and memory fit for one workload")
     add_workload_arguments(p)
-    p.add_argument("--batch", default=None, help="sequences decoded together (default 1)")
-    p.add_argument("--ctx", default=None, help="tokens already in the KV cache: 4096, 4k, 32K, 128k, 1M (default 4k)")
+    p.add_argument("--batch", default=None, help=f"sequences decoded together (default {DEFAULT_BATCH})")
+    p.add_argument("--ctx", default=None, help="tokens already in the KV cache: 4096, 4k, 32K, 128k, 1M (default "
+                                               f"{format_count(DEFAULT_CONTEXT_TOKENS)})")
     p.add_argument("--json", action="store_true", help="print the result as JSON")
     add_speculation_arguments(p)
-    p.add_argument("--k", type=int, default=None, help="draft tokens per step (default: the best k over 0..8)")
+    p.add_argument("--k", type=int, default=None,
+                   help=f"draft tokens per step (default: the best k over 0..{DEFAULT_K_MAX})")
     p.add_argument("--alpha-per-position", default=None,
                    help="conditional acceptance per draft position, e.g. 0.9,0.85,0.8 (instead of --alpha)")
     p.add_argument("--no-speculation", action="store_true", help="skip the speculative-decoding analysis")
@@ -89,9 +96,11 @@ def build_parser(raising: bool = False) -> argparse.ArgumentParser:
     p = sub.add_parser("sweep", help="speculative speedup over batch x context x k x alpha, break-even, schedules")
     add_workload_arguments(p)
     add_speculation_arguments(p, alpha_list=True)
-    p.add_argument("--batch", default=None, help="batch range: 1..256 (powers of two), or 1,2,8 (default 1..256)")
-    p.add_argument("--ctx", default=None, help="context range: 1k..128k (powers of two) or list (default 1k..128k)")
-    p.add_argument("--k", default=None, help="draft lengths: 0..8 or 1,2,4 (default 0..8)")
+    p.add_argument("--batch", default=None, help="batch range: 1..256 (powers of two), or 1,2,8 (default "
+                                                 f"{DEFAULT_SWEEP_BATCH})")
+    p.add_argument("--ctx", default=None, help="context range: 1k..128k (powers of two) or list (default "
+                                               f"{DEFAULT_SWEEP_CONTEXT})")
+    p.add_argument("--k", default=None, help=f"draft lengths: 0..8 or 1,2,4 (default 0..{DEFAULT_K_MAX})")
     p.add_argument("--format", choices=["csv", "json"], default=None, help="grid file format (default from -o suffix)")
     p.add_argument("-o", "--output", default=None, help="write the full grid here (.csv or .json)")
     p.add_argument("--json", action="store_true", help="print break-even and schedules as JSON on stdout")
@@ -104,14 +113,14 @@ def build_parser(raising: bool = False) -> argparse.ArgumentParser:
     p = sub.add_parser("plot", help="draw a chart: roofline, speedup map, speedup vs k, step breakdown, validation")
     p.add_argument("kind", choices=list(PLOT_KINDS), help="; ".join(f"{k}: {v}" for k, v in PLOT_KINDS.items()))
     p.add_argument("-o", "--output", required=True, help="image file to write: .png or .svg")
-    p.add_argument("--hw", default=None, help="hardware name, alias or YAML path (default a100)")
+    p.add_argument("--hw", default=None, help=f"hardware name, alias or YAML path (default {DEFAULT_HARDWARE})")
     p.add_argument("--calibration", help="measured profile YAML to apply to --hw (roofline: also draws its ceilings)")
     p.add_argument("--model", default=None, help="model name, YAML path, HF config.json or its folder (default "
-                                                 "llama-3.1-8b)")
+                                                 f"{DEFAULT_MODEL})")
     p.add_argument("--draft", default=None, help="draft model (speedup, k; default: the smallest shipped model of "
                                                  "the target's family)")
-    p.add_argument("--drafter", default="model", choices=["model", "ngram", "head", "eagle", "eagle3", "medusa", "mtp",
-                                                          "self"], help="drafter kind (speedup, k, serve)")
+    p.add_argument("--drafter", default=None, choices=list(DRAFTER_KINDS),
+                   help=f"drafter kind (speedup, k, serve; default {DEFAULT_DRAFTER})")
     p.add_argument("--tree", default=None, help="draft tree: steps,topk,num_draft_tokens or JSON paths (speedup, k, "
                                                 "serve); k then counts tree tokens")
     p.add_argument("--draft-kv-budget", default=None, help="--drafter self: KV tokens a draft step reads")
@@ -119,21 +128,25 @@ def build_parser(raising: bool = False) -> argparse.ArgumentParser:
     p.add_argument("--concurrency", default=None, help="serve: closed-loop clients instead of --rate, 1..64")
     p.add_argument("--baseline", default="off", help="serve: the policy crossovers are drawn against (default off)")
     add_deployment_arguments(p)
-    p.add_argument("--alpha", default=None, help="acceptance rate(s): speedup takes one (default 0.8), "
-                                                 "k several (default 0.6,0.7,0.8,0.9)")
+    chart_alphas = ",".join(f"{a:g}" for a in DEFAULT_CHART_ALPHAS)
+    p.add_argument("--alpha", default=None, help=f"acceptance rate(s): speedup takes one (default {DEFAULT_ALPHA:g}), "
+                                                 f"k several (default {chart_alphas})")
     add_acceptance_source_arguments(p)
     p.add_argument("--batch", default=None, help="batch sizes: roofline 1,8,64,256; speedup 1..1024; k and "
-                                                 "breakdown one value (default 1)")
-    p.add_argument("--ctx", default=None, help="contexts: roofline 1k,32k; speedup 512..128k; k one value (4k); "
-                                               "breakdown a range (default 256..the model's max)")
+                                                 f"breakdown one value (default {DEFAULT_BATCH})")
+    p.add_argument("--ctx", default=None, help="contexts: roofline 1k,32k; speedup 512..128k; k one value "
+                                               f"({format_count(DEFAULT_CONTEXT_TOKENS)}); breakdown a range (default "
+                                               "256..the model's max)")
     p.add_argument("--k", default=None, help="roofline: verify k (default 4); speedup/k: draft lengths (default "
-                                             "0..8); breakdown: price a verify step of k + 1 tokens (default: decode)")
+                                             f"0..{DEFAULT_K_MAX}); breakdown: price a verify step of k + 1 tokens "
+                                             "(default: decode)")
     p.add_argument("--per-op", action="store_true", help="roofline: add the ops of one decode step")
     p.add_argument("--report", help="validation report JSON written by 'rooflinesim validate' (validation)")
     p.add_argument("--allow-long-context", action="store_true", help="model a context above the model's max (warns)")
     p.add_argument("--rate", default=None, help="serve: request rates, 1..32 or 1,2,4 (default 1..32)")
     p.add_argument("--policy", default=None, help="serve: speculation policies (default off,fixed:4,dynamic)")
-    p.add_argument("--requests", type=int, default=None, help="serve: requests per run (default 1000)")
+    p.add_argument("--requests", type=int, default=None,
+                   help=f"serve: requests per run (default {DEFAULT_SERVE_REQUESTS})")
     p.set_defaults(handler=cmd_plot)
 
     p = sub.add_parser("list", help="list shipped hardware, models, engine profiles or acceptance presets")

@@ -107,6 +107,21 @@ class ApiAnswer:
     stderr_lines: list[str] = field(default_factory=list)
 
 
+def get_page_defaults() -> dict[str, str]:
+    """The scenario's defaults the explore page shows and starts from, by parameter name (the page writes none)."""
+    from ..scenario.groups import get_default
+    from ..scenario.inputs import (
+        DEFAULT_ALPHA, DEFAULT_BATCH, DEFAULT_CONTEXT_TOKENS, DEFAULT_DRAFTER, DEFAULT_HARDWARE, DEFAULT_K_MAX,
+        DEFAULT_MODEL, DEFAULT_WEIGHT_DTYPE,
+    )
+    from ..units import format_count
+
+    return {"hw": DEFAULT_HARDWARE, "model": DEFAULT_MODEL, "batch": str(DEFAULT_BATCH),
+            "ctx": format_count(DEFAULT_CONTEXT_TOKENS), "alpha": f"{DEFAULT_ALPHA:g}", "k": f"0..{DEFAULT_K_MAX}",
+            "weight-dtype": DEFAULT_WEIGHT_DTYPE, "attention": str(get_default("attention")),
+            "tp": str(get_default("tp")), "drafter": DEFAULT_DRAFTER}
+
+
 def _error(message: str) -> ApiAnswer:
     return ApiAnswer(400, json.dumps({"error": f"rooflinesim: error: {message}"}) + "\n")
 
@@ -176,7 +191,8 @@ class CommandApi:
             if params:
                 return _error("/api/config takes no parameters")
             config = {"calibration": self.calibration, "endpoints": sorted(ENDPOINTS),
-                      "parameters": {name: self.get_parameters(name) for name in ENDPOINTS}}
+                      "parameters": {name: self.get_parameters(name) for name in ENDPOINTS},
+                      "defaults": get_page_defaults()}
             return ApiAnswer(200, json.dumps(config, indent=1, default=str) + "\n")
         if endpoint not in ENDPOINTS:
             from difflib import get_close_matches

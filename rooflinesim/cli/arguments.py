@@ -7,32 +7,44 @@ import sys
 
 from ..errors import InputError
 from ..scenario.inputs import (
-    DEFAULT_ALPHA, DEFAULT_HARDWARE, DEFAULT_MODEL, DEFAULT_OUTPUT_TOKENS, DEFAULT_PROMPT_TOKENS, DEFAULT_SERVE_REQUESTS,
-    DEFAULT_SWEEP_ALPHAS,
+    DEFAULT_ALPHA, DEFAULT_ENGINE, DEFAULT_GPU_MEMORY_UTILIZATION, DEFAULT_HARDWARE, DEFAULT_MEMORY_RESERVE_BYTES,
+    DEFAULT_MODEL, DEFAULT_OUTPUT_TOKENS, DEFAULT_PROMPT_TOKENS, DEFAULT_SERVE_REQUESTS, DEFAULT_SWEEP_ALPHAS,
+    DEFAULT_WEIGHT_DTYPE, DRAFTER_KINDS, DEFAULT_BLOCK_SIZE, DEFAULT_DRAFTER, DEFAULT_SERVE_RATE_PER_S,
 )
+from ..scenario.groups import get_default
+from ..ops.step_ops import ATTENTION_MODES
+
+#: Options left at None are not passed on (`given`): the scenario's groups own every default (`scenario.groups`),
+#: and the help texts below print them from there.
 
 
 def add_deployment_arguments(p: argparse.ArgumentParser) -> None:
     """dtypes, attention mode, tensor parallelism, quantisation groups: shared by predict, sweep and plot."""
-    p.add_argument("--weight-dtype", default=None, help="fp32, bf16, fp16, fp8, int8, int4 (default bf16)")
+    p.add_argument("--weight-dtype", default=None,
+                   help=f"fp32, bf16, fp16, fp8, int8, int4 (default {DEFAULT_WEIGHT_DTYPE})")
     p.add_argument("--kv-dtype", default=None, help="KV-cache dtype (default: the activation dtype)")
     p.add_argument("--activation-dtype", default=None, help="default: the weight dtype, bf16 for quantised weights")
-    p.add_argument("--attention", default="flash", choices=["flash", "unfused", "per-head"],
-                   help="per-head: a fused kernel without GQA sharing, K/V read once per query head (pre-XQA decode)")
-    p.add_argument("--tp", default=1, help="tensor-parallel degree: the model is sharded over this many devices")
+    p.add_argument("--attention", default=None, choices=list(ATTENTION_MODES),
+                   help="per-head: a fused kernel without GQA sharing, K/V read once per query head (pre-XQA decode; "
+                        f"default {get_default('attention')})")
+    p.add_argument("--tp", default=None, help="tensor-parallel degree: the model is sharded over this many devices "
+                                              f"(default {get_default('tp')})")
     p.add_argument("--draft-tp", default=None, help="the draft model's own tensor-parallel degree (default: --tp)")
-    p.add_argument("--quant-group-size", type=int, default=128, help="weights per scale for int8/int4 (default 128)")
+    p.add_argument("--quant-group-size", type=int, default=None,
+                   help=f"weights per scale for int8/int4 (default {get_default('quant_group_size')})")
     p.add_argument("--quant-kernel", default=None,
                    help="kernel of int8/int4/fp8 weights: generic, tinygemm, marlin, int8-weight-only, fp8-weight-only, "
                         "fp8-rowwise (default: the hardware's, see 'show')")
     p.add_argument("--gpu-memory-utilization", default=None,
-                   help="share of device memory the engine may use, as vLLM's flag (default 0.9)")
+                   help="share of device memory the engine may use, as vLLM's flag (default "
+                        f"{DEFAULT_GPU_MEMORY_UTILIZATION:g})")
     p.add_argument("--memory-reserve-gib", default=None,
                    help="memory held beyond weights, KV and step activations: CUDA context, workspaces, graphs, "
-                        "prefill activations (GiB, default 3)")
+                        f"prefill activations (GiB, default {DEFAULT_MEMORY_RESERVE_BYTES / (1 << 30):g})")
     p.add_argument("--engine", default=None,
-                   help="engine profile whose launch, host and speculative costs are priced: vllm-v1 (default), "
-                        "sglang, trtllm, gpt-fast, ideal (bare kernels), or a YAML path (docs/engines.md)")
+                   help="engine profile whose launch, host and speculative costs are priced, by name (default "
+                        f"{DEFAULT_ENGINE}; 'rooflinesim list engines'; ideal: bare kernels) or a YAML path "
+                        "(docs/engines.md)")
     p.add_argument("--sampling", action="store_true",
                    help="price what an engine runs after each forward pass: the sampler over the logits and, when "
                         "speculating, the acceptance rule (default: bare forward passes)")
@@ -50,22 +62,25 @@ def add_workload_arguments(p: argparse.ArgumentParser) -> None:
 def add_speculation_arguments(p: argparse.ArgumentParser, alpha_list: bool = False) -> None:
     p.add_argument("--draft", default=None, help="draft model name, YAML, config.json or its folder (default: the "
                                                  "smallest shipped model of the target's tokenizer family)")
-    p.add_argument("--drafter", default="model", choices=["model", "ngram", "head", "eagle", "eagle3", "medusa", "mtp", "self"],
+    p.add_argument("--drafter", default=None, choices=list(DRAFTER_KINDS),
                    help="model: a separate draft model; ngram: model-free (free); eagle, eagle3, medusa, mtp: "
                         "self-drafting heads priced from their own ops (eagle/eagle3: --draft the head's config.json); head: eagle-style with --head-layer-fraction; self: the "
-                        "target drafts for itself (--draft-kv-budget, --draft-layer-fraction)")
+                        "target drafts for itself (--draft-kv-budget, --draft-layer-fraction); default "
+                        f"{DEFAULT_DRAFTER}")
     p.add_argument("--draft-kv-budget", default=None, metavar="TOKENS",
                    help="--drafter self: KV tokens a draft step reads (StreamingLLM / SnapKV draft cache, as in "
                         "MagicDec and TriForce): min(context, budget)")
     p.add_argument("--draft-layer-fraction", default=None, type=float,
                    help="--drafter self: share of the target's layers a draft step runs (layer skip; default 1)")
-    p.add_argument("--head-layer-fraction", type=float, default=1.0,
-                   help="cost of one head draft step as a fraction of one target layer (--drafter head)")
+    p.add_argument("--head-layer-fraction", type=float, default=None,
+                   help="cost of one head draft step as a fraction of one target layer (--drafter head; default "
+                        f"{get_default('head_layer_fraction'):g})")
     p.add_argument("--extra-draft-pass", action="store_true",
                    help="add gpt-fast's extra draft pass when all k drafts are accepted")
-    p.add_argument("--draft-first-step-tokens", type=int, default=1, choices=[1, 2],
+    p.add_argument("--draft-first-step-tokens", type=int, default=None, choices=[1, 2],
                    help="tokens the first draft step reads: 2 when the loop re-reads the last two committed tokens so "
-                        "that all-accepted sequences catch up without an extra pass (default 1)")
+                        f"that all-accepted sequences catch up without an extra pass (default "
+                        f"{get_default('draft_first_step_tokens')})")
     p.add_argument("--tree", default=None, metavar="STEPS,TOPK,TOKENS|PATHS",
                    help="draft a tree: SGLang's speculative_num_steps,speculative_eagle_topk,"
                         "speculative_num_draft_tokens (e.g. 6,10,60), or a static tree as a JSON list of paths "
@@ -88,9 +103,14 @@ def add_acceptance_source_arguments(p: argparse.ArgumentParser) -> None:
                    help="the engine's draft length, for --acceptance files that do not state it")
 
 
+def given(**options) -> dict:
+    """The options the user gave: an option left at None is not passed, so its group's default applies."""
+    return {name: value for name, value in options.items() if value is not None}
+
+
 def deployment_options(args) -> dict:
     """The build_scenario options every pricing command shares, as the user gave them (no defaults added here)."""
-    return dict(weight_dtype=args.weight_dtype, kv_dtype=args.kv_dtype, activation_dtype=args.activation_dtype,
+    return given(weight_dtype=args.weight_dtype, kv_dtype=args.kv_dtype, activation_dtype=args.activation_dtype,
                 attention=args.attention, calibration=args.calibration, tp=args.tp, draft_tp=args.draft_tp,
                 quant_group_size=args.quant_group_size, gpu_memory_utilization=args.gpu_memory_utilization,
                 memory_reserve_bytes=_gib_to_bytes(args.memory_reserve_gib), quant_kernel=args.quant_kernel,
@@ -108,7 +128,7 @@ def _gib_to_bytes(value):
 
 
 def speculation_options(args) -> dict:
-    return dict(draft=args.draft, drafter=args.drafter, head_layer_fraction=args.head_layer_fraction,
+    return given(draft=args.draft, drafter=args.drafter, head_layer_fraction=args.head_layer_fraction,
                 extra_draft_pass=args.extra_draft_pass, acceptance=args.acceptance, acceptance_k=args.acceptance_k,
                 draft_first_step_tokens=args.draft_first_step_tokens, tree=args.tree,
                 draft_kv_budget=args.draft_kv_budget, draft_layer_fraction=args.draft_layer_fraction)
@@ -145,7 +165,8 @@ def add_serve_arguments(p: argparse.ArgumentParser) -> None:
     add_speculation_arguments(p)
     p.add_argument("--alpha-per-position", default=None, help="conditional acceptance per draft position (not --alpha)")
     p.add_argument("--rate", default=None, help="requests per second: 4, 1,2,4 or 1..32 (doublings); inf: all "
-                                                "requests at once; a trace alone replays its own rate")
+                                                "requests at once; a trace alone replays its own rate (default "
+                                                f"{DEFAULT_SERVE_RATE_PER_S:g})")
     p.add_argument("--concurrency", default=None,
                    help="closed-loop clients instead of --rate: 8, 1,2,4 or 1..64 (doublings); each client sends its "
                         "next request when the last one finishes (benchmark_serving --max-concurrency)")
@@ -167,7 +188,8 @@ def add_serve_arguments(p: argparse.ArgumentParser) -> None:
                    help="running requests at most (default: the engine's, 256 for vllm-v1)")
     p.add_argument("--max-num-batched-tokens", type=int, default=None,
                    help="token budget per step (default: the engine's, 8192 for vllm-v1)")
-    p.add_argument("--block-size", type=int, default=16, help="KV-cache block in tokens (default 16)")
+    p.add_argument("--block-size", type=int, default=DEFAULT_BLOCK_SIZE,
+                   help=f"KV-cache block in tokens (default {DEFAULT_BLOCK_SIZE})")
     p.add_argument("--slo-ttft", type=float, default=None, help="time-to-first-token SLO in seconds (goodput)")
     p.add_argument("--slo-tpot", type=float, default=None, help="time-per-output-token SLO in seconds (goodput)")
     p.add_argument("--json", action="store_true", help="print the runs and crossovers as JSON")

@@ -6,7 +6,7 @@ import sys
 
 from ..errors import InputError
 from ..units import parse_float_list
-from .arguments import deployment_options, print_assumed, print_warnings, speculation_options
+from .arguments import deployment_options, given, print_assumed, print_warnings, speculation_options
 
 #: What a command prints with --json: its stdout text and its stderr lines (the warnings)
 CommandOutput = tuple[str, list[str]]
@@ -143,7 +143,10 @@ def _serve(args) -> dict:
 
     from ..fileio import check_output_path, write_text_atomic
     from ..scenario.builder import build_scenario
-    from ..scenario.inputs import DEFAULT_OUTPUT_TOKENS, DEFAULT_PROMPT_TOKENS, DEFAULT_SERVE_REQUESTS, check_positive_int
+    from ..scenario.inputs import (
+        DEFAULT_OUTPUT_TOKENS, DEFAULT_PROMPT_TOKENS, DEFAULT_SERVE_RATE_PER_S, DEFAULT_SERVE_REQUESTS,
+        check_positive_int,
+    )
     from ..serve import ServeConfig, parse_policies, simulate
     from ..serve.engine import get_policy_k_bound
     from ..serve.guard import check_workload_work
@@ -193,8 +196,9 @@ def _serve(args) -> dict:
         concurrencies = parse_concurrencies(args.concurrency)
     rates = parse_rates(args.rate) if args.rate else [None]
     if rates == [None] and args.trace is None and concurrencies is None:
-        rates = [4.0]
-        scenario = replace(scenario, assumed={**scenario.assumed, "rate": "4 requests/s (--rate to change)"})
+        rates = [DEFAULT_SERVE_RATE_PER_S]
+        scenario = replace(scenario, assumed={**scenario.assumed,
+                                              "rate": f"{DEFAULT_SERVE_RATE_PER_S:g} requests/s (--rate to change)"})
     for value, what in ((args.slo_ttft, "--slo-ttft"), (args.slo_tpot, "--slo-tpot")):
         if value is not None and not value > 0:
             raise InputError(f"{what} must be a positive number of seconds, got {value}")
@@ -300,7 +304,7 @@ PLOT_SUFFIXES = (".png", ".svg")
 
 def cmd_plot(args) -> int:
     from ..fileio import check_output_path, open_atomic
-    from ..scenario.inputs import MAX_CONTEXT_TOKENS
+    from ..scenario.inputs import DEFAULT_BATCH, DEFAULT_CHART_ALPHAS, DEFAULT_CONTEXT_TOKENS, MAX_CONTEXT_TOKENS
     from ..units import parse_count_range, parse_int_range
 
     out = check_output_path(args.output, "chart output (-o)", PLOT_SUFFIXES)
@@ -313,7 +317,7 @@ def cmd_plot(args) -> int:
     options = dict(hw=args.hw, model=args.model, **deployment_options(args))
     if args.allow_long_context:  # only when asked: the speedup map's own default already allows long contexts
         options["allow_long_context"] = True
-    speculation = dict(draft=args.draft, drafter=args.drafter)
+    speculation = given(draft=args.draft, drafter=args.drafter)
     for key in ("tree", "draft_kv_budget", "draft_layer_fraction"):  # only when given: build_scenario's defaults
         if getattr(args, key) is not None:
             speculation[key] = getattr(args, key)
@@ -363,16 +367,16 @@ def cmd_plot(args) -> int:
                                      ctx=parse_count_range(args.ctx or "512..128k"),
                                      k=parse_int_range(args.k, what="--k") if args.k else None, **speculation, **options)
     elif args.kind == "k":
-        fig = plots.plot_speedup_vs_k(alpha=None if args.acceptance else alphas or [0.6, 0.7, 0.8, 0.9],
-                                      batch=one(parse_count_range(args.batch or "1"), "--batch"),
-                                      ctx=one(parse_count_range(args.ctx or "4k"), "--ctx"),
+        fig = plots.plot_speedup_vs_k(alpha=None if args.acceptance else alphas or list(DEFAULT_CHART_ALPHAS),
+                                      batch=one(parse_count_range(args.batch or str(DEFAULT_BATCH)), "--batch"),
+                                      ctx=one(parse_count_range(args.ctx or str(DEFAULT_CONTEXT_TOKENS)), "--ctx"),
                                       **({"k_max": max(parse_int_range(args.k, what="--k"))} if args.k else {}), **speculation,
                                       **options)
     else:
         k = one(parse_int_range(args.k, what="--k"), "k") if args.k else None
         if k is not None and not 0 <= k < MAX_CONTEXT_TOKENS:  # a verify step of k + 1 tokens
             raise InputError(f"--k for plot breakdown must be from 0 to {MAX_CONTEXT_TOKENS - 1:,}, got {k:,}")
-        fig = plots.plot_step_breakdown(batch=one(parse_count_range(args.batch or "1"), "--batch"),
+        fig = plots.plot_step_breakdown(batch=one(parse_count_range(args.batch or str(DEFAULT_BATCH)), "--batch"),
                                         ctx=parse_count_range(args.ctx) if args.ctx else None,
                                         new_tokens=1 if k is None else k + 1, **options)
     with open_atomic(out, "wb") as f:

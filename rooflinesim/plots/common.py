@@ -15,6 +15,7 @@ from pathlib import Path
 import numpy as np
 
 from ..scenario.builder import Scenario, build_scenario
+from ..scenario.inputs import DEFAULT_BATCH, DEFAULT_CONTEXT_TOKENS
 from ..specs.hardware import HardwareSpec
 from ..errors import InputError
 from ..fileio import open_atomic, read_text_limited
@@ -79,7 +80,7 @@ def attach_warnings(fig, scenario: Scenario):
     return fig
 
 
-def get_scenario(hw=None, model=None, batch=1, ctx=4096, **options) -> Scenario:
+def get_scenario(hw=None, model=None, batch=DEFAULT_BATCH, ctx=DEFAULT_CONTEXT_TOKENS, **options) -> Scenario:
     """The chart's scenario: `hw` may already be a Scenario (used as it is); otherwise every argument goes to
     `scenario.build_scenario`, the one place that resolves defaults and checks."""
     if isinstance(hw, Scenario):

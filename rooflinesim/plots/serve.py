@@ -8,6 +8,7 @@ from typing import Sequence
 import numpy as np
 
 from ..scenario.builder import Scenario
+from ..scenario.inputs import DEFAULT_OUTPUT_TOKENS, DEFAULT_PROMPT_TOKENS
 from ..serve import LengthDistribution, ServeConfig
 from ..serve.rates import WorkloadSpec, get_crossovers, run_rate_sweep
 from ..units import MILLI
@@ -20,15 +21,15 @@ def get_serve_data(scenario: Scenario, rates: Sequence[float], policies: Sequenc
                    baseline: str = "off") -> dict:
     """The runs (one summary per policy and rate, or per policy and closed-loop concurrency when `concurrencies`
     is given; policy-major) and the crossovers against `baseline`."""
-    workload = workload or WorkloadSpec(LengthDistribution.parse("1024", "prompt"),
-                                        LengthDistribution.parse("128", "output"))
+    workload = workload or WorkloadSpec(LengthDistribution.parse(DEFAULT_PROMPT_TOKENS, "prompt"),
+                                        LengthDistribution.parse(DEFAULT_OUTPUT_TOKENS, "output"))
     rows = run_rate_sweep(scenario, workload, sorted(rates), list(policies), config or ServeConfig(),
                           max_workers=max_workers,
                           concurrencies=None if concurrencies is None else sorted(concurrencies))
     return {"runs": rows, "crossovers": get_crossovers(rows, baseline)}
 
 
-def plot_serve(hw="h100", model="llama-3.1-70b", draft="llama-3.1-8b", rates: Sequence[float] = (1, 2, 4, 8, 16, 32),
+def plot_serve(hw=None, model=None, draft=None, rates: Sequence[float] = (1, 2, 4, 8, 16, 32),
                policies: Sequence[str] = ("off", "fixed:4", "dynamic"), workload: WorkloadSpec | None = None,
                config: ServeConfig | None = None, data: dict | None = None, max_workers: int | None = None,
                concurrencies: Sequence[int] | None = None, baseline: str = "off", **options):

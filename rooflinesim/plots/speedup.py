@@ -8,7 +8,7 @@ import numpy as np
 
 from ..acceptance import leviathan_walltime_improvement
 from ..scenario.builder import Scenario
-from ..scenario.inputs import DEFAULT_K_MAX, check_k
+from ..scenario.inputs import DEFAULT_BATCH, DEFAULT_CHART_ALPHAS, DEFAULT_CONTEXT_TOKENS, DEFAULT_K_MAX, check_k
 from ..errors import InputError
 from ..pricing.break_even import get_best_k_index
 from ..pricing.sweep import SweepResult, sweep_scenario
@@ -151,9 +151,9 @@ def plot_speedup_vs_k(
     hw=None,
     model=None,
     draft=None,
-    alpha: Sequence[float] = (0.6, 0.7, 0.8, 0.9),
-    batch: int = 1,
-    ctx: int = 4096,
+    alpha: Sequence[float] = DEFAULT_CHART_ALPHAS,
+    batch: int = DEFAULT_BATCH,
+    ctx: int = DEFAULT_CONTEXT_TOKENS,
     k_max: int = DEFAULT_K_MAX,
     ax=None,
     **options,

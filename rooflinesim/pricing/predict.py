@@ -7,12 +7,14 @@ The CLI, notebooks and tests call `predict` (which builds the scenario) or `pred
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from textwrap import indent
 
 import numpy as np
 
 from ..ops.op_cost import COLLECTIVE_KINDS
 from ..specs.registry import get_short_name
 from ..scenario.builder import Scenario, build_scenario
+from ..scenario.groups import DEFAULT, Deployment, Memory, Precision, Sampling, Speculation, describe_options
 from .sensitivity import add_intervals
 from .speculative import SpeculativeResult, analyse_speculation
 from ..timing.datasheet_band import get_datasheet_band
@@ -214,17 +216,37 @@ def predict(
     model: str | ModelSpec | None = None,
     batch: int | None = None,
     ctx: int | str | None = None,
-    **options,
+    *,
+    deployment: Deployment | None = None,
+    precision: Precision | None = None,
+    speculation: Speculation | None = None,
+    memory: Memory | None = None,
+    sampling: Sampling | bool = DEFAULT,
+    tp=DEFAULT, draft_tp=DEFAULT, calibration=DEFAULT, engine=DEFAULT, attention=DEFAULT,
+    weight_dtype=DEFAULT, kv_dtype=DEFAULT, activation_dtype=DEFAULT, quant_group_size=DEFAULT, quant_kernel=DEFAULT,
+    speculative=DEFAULT, draft=DEFAULT, drafter=DEFAULT, alpha=DEFAULT, alpha_per_position=DEFAULT,
+    acceptance=DEFAULT, acceptance_k=DEFAULT, acceptance_as_iid=DEFAULT, k=DEFAULT, k_values=DEFAULT, tree=DEFAULT,
+    draft_kv_budget=DEFAULT, draft_layer_fraction=DEFAULT, head_layer_fraction=DEFAULT, extra_draft_pass=DEFAULT,
+    draft_first_step_tokens=DEFAULT,
+    gpu_memory_utilization=DEFAULT, memory_reserve_bytes=DEFAULT, allow_long_context=DEFAULT,
 ) -> Prediction:
-    """Predict prefill and decode for `batch` sequences at context `ctx` (tokens already cached when decoding).
+    given = {name: value for name, value in locals().items() if value is not DEFAULT}
+    return predict_scenario(build_scenario(**given))
 
-    ctx accepts 4096, '4k', '32K', '128k', '1M'. Every other option is `scenario.build_scenario`'s (dtypes,
-    attention, tp / draft_tp, quant_group_size, calibration, allow_long_context, speculative, draft / drafter,
-    alpha / alpha_per_position, k, head_layer_fraction, extra_draft_pass) with the same defaults (a100,
-    llama-3.1-8b, batch 1, 4k context, the smallest shipped draft of the target's family at acceptance 0.8, k the
-    best over 0..8), listed in `assumed`. `.to_dict()` is the `--json` output.
+
+predict.__doc__ = f"""Predict prefill and decode for `batch` sequences at context `ctx` (tokens cached when decoding).
+
+    ctx accepts 4096, '4k', '32K', '128k', '1M'. The options come in groups (`rooflinesim.scenario.groups`) or as
+    the flat keywords below, each one field of a group (a flat keyword wins over its group's field); a keyword left
+    at DEFAULT takes the default in brackets, and every default the scenario resolves is listed in `assumed`.
+    `.to_dict()` is the `--json` output. Example::
+
+        from rooflinesim.scenario.groups import Deployment, Speculation
+        predict(batch=8, ctx="32k", deployment=Deployment("h100", "llama-3.1-70b", tp=4),
+                speculation=Speculation(k=4, alpha=0.7))
+
+{indent(describe_options(exclude=("hw", "model")), "    ")}
     """
-    return predict_scenario(build_scenario(hw, model, batch, ctx, **options))
 
 
 def predict_scenario(scenario: Scenario) -> Prediction:

@@ -9,12 +9,19 @@ TensorRT-LLM draft_len_schedule {from_batch: k} with a max_concurrency cut-off) 
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
+from textwrap import indent
 
 import numpy as np
 
 from ..specs.registry import get_short_name
 from ..scenario.builder import Scenario, build_scenario
+from ..scenario.groups import (
+    DEFAULT, FLAT_OPTIONS, Deployment, Memory, Precision, Sampling, Speculation, describe_options, get_scenario_options,
+)
+from ..scenario.inputs import (
+    DEFAULT_K_MAX, DEFAULT_SWEEP_ALPHAS, DEFAULT_SWEEP_BATCH, DEFAULT_SWEEP_CONTEXT, SWEEP_ALLOWS_LONG_CONTEXT,
+)
 from .break_even import (
     VERDICT_NEVER_PAYS, VERDICT_NOTHING_FITS, VERDICT_PAYS_UP_TO_MAX_FIT, VERDICT_STOPS_PAYING, get_best_k_index,
     get_break_even_batch, get_break_even_verdict,
@@ -232,19 +239,32 @@ class SweepResult:
         return b"".join(iter_json(self)).decode("ascii")
 
 
-def sweep(hw=None, model=None, draft=None, batch=None, ctx=None, alpha=None, k=None, allow_long_context=True,
-          **options) -> SweepResult:
-    """Price speculation over the full grid batch x ctx x k x alpha in one vectorised evaluation.
-
-    Every other option is `scenario.build_scenario`'s (draft / drafter, dtypes, tp / draft_tp, calibration,
-    acceptance, ...), with the same defaults; contexts above the model's maximum are modelled with a warning. The
-    grid defaults to the scenario's (batch 1..256, context 1k..128k, k 0..8, alpha 0.6 and 0.8 unless a measured or
-    preset `acceptance` is given), each listed in `assumed`.
-    """
-    from ..scenario.inputs import DEFAULT_K_MAX, DEFAULT_SWEEP_ALPHAS, DEFAULT_SWEEP_BATCH, DEFAULT_SWEEP_CONTEXT
+def sweep(
+    hw=None, model=None, draft=None, batch=None, ctx=None, alpha=None, k=None, *,
+    deployment: Deployment | None = None,
+    precision: Precision | None = None,
+    speculation: Speculation | None = None,
+    memory: Memory | None = None,
+    sampling: Sampling | bool = DEFAULT,
+    tp=DEFAULT, draft_tp=DEFAULT, calibration=DEFAULT, engine=DEFAULT, attention=DEFAULT,
+    weight_dtype=DEFAULT, kv_dtype=DEFAULT, activation_dtype=DEFAULT, quant_group_size=DEFAULT, quant_kernel=DEFAULT,
+    speculative=DEFAULT, drafter=DEFAULT, alpha_per_position=DEFAULT, acceptance=DEFAULT, acceptance_k=DEFAULT,
+    acceptance_as_iid=DEFAULT, tree=DEFAULT, draft_kv_budget=DEFAULT, draft_layer_fraction=DEFAULT,
+    head_layer_fraction=DEFAULT, extra_draft_pass=DEFAULT, draft_first_step_tokens=DEFAULT,
+    gpu_memory_utilization=DEFAULT, memory_reserve_bytes=DEFAULT, allow_long_context=DEFAULT,
+    assumed: dict | None = None,
+) -> SweepResult:
     from ..units import parse_count_range
 
-    assumed = dict(options.pop("assumed", None) or {})
+    flat = {name: value for name, value in locals().items()
+            if name in FLAT_OPTIONS and name not in ("sampling", "k") and value is not DEFAULT}  # k: the grid
+    for name in ("hw", "model", "draft", "alpha"):  # positional: None is not given
+        if flat[name] is None:
+            del flat[name]
+    if allow_long_context is DEFAULT and memory is None:
+        flat["allow_long_context"] = SWEEP_ALLOWS_LONG_CONTEXT
+    options = get_scenario_options(deployment, precision, speculation, memory, sampling, **flat)
+    assumed = dict(assumed or {})
     if batch is None:
         batch = parse_count_range(DEFAULT_SWEEP_BATCH)
         assumed["batch"] = DEFAULT_SWEEP_BATCH
@@ -254,15 +274,32 @@ def sweep(hw=None, model=None, draft=None, batch=None, ctx=None, alpha=None, k=N
     if k is None:
         k = range(0, DEFAULT_K_MAX + 1)
         assumed["k"] = f"0..{DEFAULT_K_MAX}"
-    if options.get("acceptance") is not None:  # a grid prices i.i.d. rates (see build_scenario)
-        options.setdefault("acceptance_as_iid", True)
-    elif alpha is None and options.get("alpha_per_position") is None:
-        alpha = DEFAULT_SWEEP_ALPHAS
-        assumed["alpha"] = ", ".join(f"{a:g}" for a in alpha) + " (acceptance rates: measure yours with " \
-                                                                "'rooflinesim acceptance')"
-    scenario = build_scenario(hw, model, batch, ctx, draft=draft, alpha=alpha, k_values=k,
-                              allow_long_context=allow_long_context, assumed=assumed, **options)
+    grid = {"k_values": k}
+    spec = options.speculation
+    if spec.acceptance is not None:  # a grid prices i.i.d. rates (see build_scenario)
+        if acceptance_as_iid is DEFAULT:
+            grid["acceptance_as_iid"] = True
+    elif spec.alpha is None and spec.alpha_per_position is None:
+        grid["alpha"] = DEFAULT_SWEEP_ALPHAS
+        assumed["alpha"] = ", ".join(f"{a:g}" for a in DEFAULT_SWEEP_ALPHAS) + " (acceptance rates: measure yours " \
+                                                                                "with 'rooflinesim acceptance')"
+    scenario = build_scenario(None, None, batch, ctx, deployment=options.deployment, precision=options.precision,
+                              speculation=replace(spec, **grid), memory=options.memory, sampling=options.sampling,
+                              assumed=assumed)
     return sweep_scenario(scenario)
+
+
+sweep.__doc__ = f"""Price speculation over the full grid batch x ctx x k x alpha in one vectorised evaluation.
+
+    `k` is the grid's draft lengths (the scenario's `k_values`). The options are `predict`'s (groups or flat
+    keywords, below), with the same defaults except the grid's own: batch {DEFAULT_SWEEP_BATCH}, context
+    {DEFAULT_SWEEP_CONTEXT}, k 0..{DEFAULT_K_MAX}, alpha {", ".join(f"{a:g}" for a in DEFAULT_SWEEP_ALPHAS)} unless an
+    `acceptance` is given (which then enters as the i.i.d. rate with the same expected tokens, unless
+    acceptance_as_iid is given), and contexts above the model's maximum modelled with a warning unless
+    allow_long_context or a `memory` group is given. Each default used is listed in `assumed`.
+
+{indent(describe_options(exclude=("hw", "model", "draft", "alpha", "k", "k_values")), "    ")}
+    """
 
 
 def sweep_scenario(scenario: Scenario) -> SweepResult:

@@ -27,7 +27,7 @@ from ..timing import DatasheetTiming, TimingModel, get_timing_model
 from ..timing.quant_kernels import get_quant_kernel
 from ..timing.engine import with_engine
 from ..specs.engine import EngineSpec
-from ..units import DEFAULT_QUANT_GROUP_SIZE, format_count
+from ..units import format_count
 
 from ..acceptance.trees import TreeShape
 from .drafting import (
@@ -36,12 +36,13 @@ from .drafting import (
 )
 from .inputs import (
     DEFAULT_ALPHA, DEFAULT_BATCH, DEFAULT_CONTEXT_TOKENS, DEFAULT_GPU_MEMORY_UTILIZATION, DEFAULT_HARDWARE,
-    DEFAULT_HEAD_LAYER_FRACTION, DEFAULT_MEMORY_RESERVE_BYTES, DEFAULT_MODEL, MAX_K, Acceptance,
+    DEFAULT_MEMORY_RESERVE_BYTES, DEFAULT_MODEL, DEFAULT_WEIGHT_DTYPE, MAX_K, Acceptance,
     Drafter, _as_list, check_batch_axis, check_context_axis,
     check_draft_first_step_tokens, check_k, check_positive_int, resolve_acceptance, resolve_acceptance_source,
     resolve_dtypes, resolve_memory_options, resolve_quant_kernel,
 )
 from .inputs import resolve_engine
+from .groups import DEFAULT, Deployment, Memory, Precision, Sampling, Speculation, get_scenario_options
 from .checks import check_finite_prices, check_grid_size, get_memory_warnings, get_pricing_warnings
 
 
@@ -162,62 +163,43 @@ def build_scenario(
     batch=None,
     ctx=None,
     *,
-    weight_dtype: str | None = None,
-    kv_dtype: str | None = None,
-    activation_dtype: str | None = None,
-    attention: str = "flash",
-    tp=1,
-    draft_tp=None,
-    quant_group_size=DEFAULT_QUANT_GROUP_SIZE,
-    calibration=None,
-    allow_long_context: bool = False,
-    speculative: bool = True,
-    draft: str | ModelSpec | None = None,
-    drafter: str | None = None,
-    alpha=None,
-    alpha_per_position=None,
-    k=None,
-    k_values=None,
-    head_layer_fraction: float = DEFAULT_HEAD_LAYER_FRACTION,
-    extra_draft_pass: bool = False,
-    draft_first_step_tokens: int = 1,
-    sampling: bool = False,
-    gpu_memory_utilization=None,
-    memory_reserve_bytes=None,
-    quant_kernel: str | None = None,
-    acceptance=None,
-    acceptance_k=None,
-    acceptance_as_iid: bool = False,
-    tree=None,
-    draft_kv_budget=None,
-    draft_layer_fraction=None,
-    engine=None,
+    deployment: Deployment | None = None,
+    precision: Precision | None = None,
+    speculation: Speculation | None = None,
+    memory: Memory | None = None,
+    sampling: Sampling | bool = DEFAULT,
     assumed: dict | None = None,
+    **flat,
 ) -> Scenario:
     """Resolve every user input into one Scenario (see the module docstring).
 
-    batch and ctx are one value or several (a grid); ctx accepts 4096, '4k', '32K', '128k', '1M'. `k` is the draft
-    length to report (default: the best); `k_values` the draft lengths to price (default 0..16, or 0..the number of
-    per-position rates). `alpha` is one i.i.d. acceptance rate or several; `alpha_per_position` (a list or
-    '0.9,0.8') the conditional rate per draft position instead; `acceptance` (an engine log or metrics file, a preset
-    name, or a `MeasuredAcceptance`) a measured or published acceptance instead of either, `acceptance_k` the
-    engine's draft length where its file does not state it (see `resolve_acceptance_source`).
-    `speculative=False` leaves the drafter out. `sampling=True` prices what an engine runs after each forward pass:
-    the sampler over the logits and, when speculating, the acceptance rule (off: bare forward passes, what
-    calibration and `validate` time). `draft_first_step_tokens=2` prices a loop whose first draft step re-reads the
-    last two committed tokens (a draft model only; the alternative to `extra_draft_pass`).
-    `gpu_memory_utilization` (default 0.9, vLLM's) and `memory_reserve_bytes` (default 3 GiB; on a CPU 1 and 0) set
-    what memory fit and max batch may use: capacity x utilisation - reserve. `tree` drafts a tree instead of a chain
-    ('steps,topk,num_draft_tokens' as SGLang's flags, a JSON list of Medusa paths, or a `TreeShape`): k then counts
-    the tree's draft tokens, and the acceptance rates are its top-1 rates per depth (see `scenario.drafting`).
-    `drafter='self'` drafts with the target itself, reading at most `draft_kv_budget` KV tokens and/or running
-    `draft_layer_fraction` of its layers; its weights are the target's (counted once). `engine` (a name, alias, path
-    or EngineSpec; default DEFAULT_ENGINE, vLLM V1) adds that engine's launch, host and speculative costs to every
-    step (docs/engines.md); 'ideal' prices bare kernels.
-    Every input left at None takes the one default of `scenario.inputs` (hardware a100, llama-3.1-8b, batch 1,
-    context 4096, bf16, the smallest shipped draft of the target's tokenizer family, alpha 0.8, k 0..8) and is listed
-    in `Scenario.assumed` (with `assumed`, what a front end assumed itself, e.g. a sweep's grid).
+    `batch` and `ctx` are one value or several (a grid); ctx accepts 4096, '4k', '32K', '128k', '1M'. Every other
+    input comes in its group (`scenario.groups`: `Deployment`, `Precision`, `Speculation`, `Memory`, `Sampling`, each
+    field documented there with its unit and its one default); `hw` and `model` are `Deployment`'s first two fields.
+    Flat keywords (`k=3`, `draft="llama-3.2-1b"`, `sampling=True`, ...; `groups.FLAT_OPTIONS`) are one convenience,
+    mapped onto the groups by `groups.get_scenario_options` (a flat keyword wins over its group's field).
+    Every input left at None takes the one default of `scenario.inputs` and is listed in `Scenario.assumed` (with
+    `assumed`, what a front end assumed itself, e.g. a sweep's grid).
     """
+    if hw is not None:
+        flat["hw"] = hw
+    if model is not None:
+        flat["model"] = model
+    options = get_scenario_options(deployment, precision, speculation, memory, sampling, **flat)
+    d, p, s, m = options.deployment, options.precision, options.speculation, options.memory
+    hw, model, tp, draft_tp, calibration, engine, attention = (d.hardware, d.model, d.tp, d.draft_tp, d.calibration,
+                                                               d.engine, d.attention)
+    weight_dtype, kv_dtype, activation_dtype, quant_group_size, quant_kernel = (
+        p.weight_dtype, p.kv_dtype, p.activation_dtype, p.quant_group_size, p.quant_kernel)
+    speculative, draft, drafter, alpha, alpha_per_position, acceptance, acceptance_k, acceptance_as_iid = (
+        s.enabled, s.draft, s.drafter, s.alpha, s.alpha_per_position, s.acceptance, s.acceptance_k,
+        s.acceptance_as_iid)
+    k, k_values, tree, draft_kv_budget, draft_layer_fraction, head_layer_fraction = (
+        s.k, s.k_values, s.tree, s.draft_kv_budget, s.draft_layer_fraction, s.head_layer_fraction)
+    extra_draft_pass, draft_first_step_tokens = s.extra_draft_pass, s.draft_first_step_tokens
+    gpu_memory_utilization, memory_reserve_bytes, allow_long_context = (
+        m.gpu_memory_utilization, m.memory_reserve_bytes, m.allow_long_context)
+    sampling = options.sampling.priced
     warnings: list[str] = []
     assumed = dict(assumed or {})
     if hw is None:
@@ -230,7 +212,7 @@ def build_scenario(
         ctx = DEFAULT_CONTEXT_TOKENS
         assumed["context"] = f"{format_count(ctx)} tokens"
     if weight_dtype is None:
-        weight_dtype = assumed["weights"] = "bf16"
+        weight_dtype = assumed["weights"] = DEFAULT_WEIGHT_DTYPE
     for name, flag in (("allow_long_context", allow_long_context), ("speculative", speculative),
                        ("extra_draft_pass", extra_draft_pass), ("sampling", sampling)):
         if not isinstance(flag, (bool, np.bool_)):  # a string such as "no" would silently mean True

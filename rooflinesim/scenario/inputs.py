@@ -27,16 +27,28 @@ from ..units import UnitError, format_count, normalize_dtype, parse_count, parse
 #: ones it used on its "assumed:" line (`Scenario.assumed`).
 DEFAULT_HARDWARE = "a100"
 DEFAULT_MODEL = "llama-3.1-8b"
+#: weights (and so the KV cache and activations) in bf16 unless a dtype is given
+DEFAULT_WEIGHT_DTYPE = "bf16"
 DEFAULT_ALPHA = 0.8
 #: a sweep prices the default acceptance and a pessimistic one
 DEFAULT_SWEEP_ALPHAS = (0.6, DEFAULT_ALPHA)
+#: the acceptance rates `plot k` (speedup vs draft length) draws
+DEFAULT_CHART_ALPHAS = (0.6, 0.7, DEFAULT_ALPHA, 0.9)
 #: predict's point and the sweep's grid when none is given
 DEFAULT_BATCH = 1
 DEFAULT_CONTEXT_TOKENS = 4096
 DEFAULT_SWEEP_BATCH = "1..256"
 DEFAULT_SWEEP_CONTEXT = "1k..128k"
+#: a sweep models contexts above the model's maximum (with a warning) rather than refusing the whole grid
+SWEEP_ALLOWS_LONG_CONTEXT = True
 #: serve's and `plot serve`'s workload when none is given
 DEFAULT_SERVE_REQUESTS = 1000
+#: serve's open-loop request rate when neither --rate, --concurrency nor a trace is given (requests per second)
+DEFAULT_SERVE_RATE_PER_S = 4.0
+#: a serving instance's scheduling when neither the command nor its engine profile sets it (`serve.ServeConfig`)
+DEFAULT_MAX_NUM_SEQS = 256  # vLLM's default max_num_seqs
+DEFAULT_MAX_NUM_BATCHED_TOKENS = 8192  # vLLM V1's default for online serving with chunked prefill
+DEFAULT_BLOCK_SIZE = 16  # vLLM's default KV block size (tokens)
 DEFAULT_PROMPT_TOKENS = "1024"
 DEFAULT_OUTPUT_TOKENS = "128"
 #: the draft lengths every command prices by default: 0..DEFAULT_K_MAX (the best is reported); no draft length
@@ -46,6 +58,8 @@ MAX_K = DEFAULT_K_MAX
 MAX_K_LIMIT = 64
 #: an EAGLE/Medusa-style head costs about one decoder layer per draft token (see `Drafter`)
 DEFAULT_HEAD_LAYER_FRACTION = 1.0
+#: a separate draft model drafts unless another drafter kind is given
+DEFAULT_DRAFTER = "model"
 DRAFTER_KINDS = ("model", "ngram", "head", "eagle", "eagle3", "medusa", "mtp", "self")
 FLOAT_DTYPES = ("fp32", "bf16", "fp16")
 QUANTISED_WEIGHT_DTYPES = ("int8", "int4", "fp8")
@@ -273,7 +287,7 @@ def resolve_drafter(target: ModelSpec, hw: HardwareSpec, workload: Workload, dra
                     draft_tp) -> tuple[Drafter, Workload | None, list[str]]:
     """The drafter and, for a draft model, its workload. Draft TP: as given, else the target's when it divides
     the draft's heads, else 1 (with a warning); time and memory both use it."""
-    kind = drafter or "model"
+    kind = drafter or DEFAULT_DRAFTER
     if kind not in DRAFTER_KINDS:
         raise InputError(f"unknown drafter kind {kind!r}; use one of {', '.join(DRAFTER_KINDS)}")
     if kind != "model":

@@ -8,11 +8,9 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..errors import InputError
+from ..scenario.inputs import DEFAULT_BLOCK_SIZE, DEFAULT_MAX_NUM_BATCHED_TOKENS, DEFAULT_MAX_NUM_SEQS
 
 
-DEFAULT_MAX_NUM_SEQS = 256  # vLLM's default max_num_seqs
-DEFAULT_MAX_NUM_BATCHED_TOKENS = 8192  # vLLM V1's default for online serving with chunked prefill
-DEFAULT_BLOCK_SIZE = 16  # vLLM's default KV block size (tokens)
 
 
 STEP_POLICIES = ("mixed", "prefill-first")

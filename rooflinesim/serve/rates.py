@@ -23,6 +23,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..scenario.builder import Scenario
+from ..scenario.inputs import DEFAULT_SERVE_REQUESTS
 from ..errors import InputError
 from .config import ServeConfig
 from .engine import simulate
@@ -31,7 +32,7 @@ from .uncertainty import get_summary_interval
 from .workload import LengthDistribution, Requests, check_rate_per_s, generate_requests, load_trace
 
 THROUGHPUT_TIE = 0.99
-DEFAULT_REQUESTS = 1000
+DEFAULT_REQUESTS = DEFAULT_SERVE_REQUESTS
 
 
 @dataclass(frozen=True)

@@ -145,8 +145,8 @@ const RENDERERS = {
     const engine = e => api("serve", pick(p, [...SPECULATION, ...DEPLOYMENT, "alpha-per-position"], {"emit-config": e}));
     const [pred, map, sweep, vllm, trtllm, sglang] = await Promise.all([
       api("predict", pick(p, PREDICT)),
-      api("sweep/map", pick(p, SWEEP, {batch: batches.join(","), ctx: contexts.join(","), k: "0..8"})),
-      api("sweep", pick(p, SWEEP, {ctx: p.ctx || "4k"})),
+      api("sweep/map", pick(p, SWEEP, {batch: batches.join(","), ctx: contexts.join(","), k: server.defaults.k})),
+      api("sweep", pick(p, SWEEP, {ctx: p.ctx || server.defaults.ctx})),
       engine("vllm"), engine("trtllm"), engine("sglang")]);
     const stderr = [...new Set([...pred.stderr, ...map.stderr, ...sweep.stderr])];
     return {stderr, draw() {
@@ -184,7 +184,7 @@ const RENDERERS = {
       traces.push({x: [d.workload.context_tokens], y: [d.workload.batch], mode: "markers", name: "this workload",
                    marker: {symbol: "x", size: 12, color: "#000"}});
       Plotly.react("chart-speedup-map", traces, layout(
-        `Best speculative speedup over k = 0..8, alpha ${m.alpha[a]} (${MAP_BATCHES} batches x ${MAP_CONTEXTS} contexts)` +
+        `Best speculative speedup over k = ${server.defaults.k}, alpha ${m.alpha[a]} (${MAP_BATCHES} batches x ${MAP_CONTEXTS} contexts)` +
         (p["alpha-per-position"] ? "<br>i.i.d. alpha: sweep takes no per-position rates" : ""),
         {type: "log", title: {text: "context tokens"}}, {type: "log", title: {text: "batch"}},
         {height: 480}), PLOT_CONFIG);
@@ -320,6 +320,17 @@ function readUrl() {
   }
 }
 
+function showDefaults(defaults) {
+  // the scenario's defaults come from the server (scenario.inputs, scenario.groups): the page writes none itself
+  for (const el of form.elements) {
+    const value = defaults[el.name];
+    if (value === undefined) continue;
+    if ("default" in el.dataset) el.dataset.default = value;  // a field filled in with the default
+    else if ("blank" in el.dataset) el.dataset.blank = `default (${value})`;  // a choice left blank
+    else el.placeholder = el.name === "k" ? `best over ${value}` : value;
+  }
+}
+
 function fillSelect(select, values) {
   if ("blank" in select.dataset) select.add(new Option(select.dataset.blank, ""));
   for (const [value, label] of values) select.add(new Option(label, value));
@@ -382,6 +393,7 @@ async function init() {
     ["list/hardware", "list/models", "list/acceptance", "config"].map(endpoint => api(endpoint)));
   server = config.data;
   models = modelList.data;
+  showDefaults(server.defaults);
   fillSelect(form.elements.hw, hardware.data.map(h => [h.name, `${h.name} (${h.full_name})`]));
   fillSelect(form.elements.model, models.map(m => [m.name, m.name]));
   fillSelect(form.elements.draft, models.map(m => [m.name, m.name]));
