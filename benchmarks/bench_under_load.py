@@ -45,7 +45,7 @@ DATASET_LENGTHS = {
 ALL_AT_ONCE_RATE_PER_S = 1e6
 MAX_SIMULATED_REQUESTS = 5000
 SERVE_REQUESTS_FOR_SPEC = 300
-DRAFTER_KWARGS = {"eagle": {"drafter": "eagle"}, "eagle3": {"drafter": "eagle"}, "ngram": {"drafter": "ngram"}}
+DRAFTER_KWARGS = {"eagle": {"drafter": "eagle"}, "eagle3": {"drafter": "eagle3"}, "ngram": {"drafter": "ngram"}}
 
 
 def load_rows(path: Path) -> list[dict]:
