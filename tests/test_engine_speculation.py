@@ -156,3 +156,43 @@ def test_eagle1_crossing_under_sglangs_default_tree_not_as_a_chain():
     below = [b for b, x in zip(BATCHES, tree) if x < 1.0]
     assert below and 16 <= below[0] <= 36
     assert all(x >= 1.0 for b, x in zip(BATCHES, tree) if b < below[0])
+
+
+# --- n-gram drafting where only the sequences with a match draft (vLLM NgramProposer) --------------------------------
+
+
+def _ngram(engine="ideal", fraction=None, k=4, batch=(1, 16, 128)):
+    s = build_scenario("h100", "llama-3.1-8b", list(batch), 512, drafter="ngram", alpha=0.3, k_values=[0, k],
+                       engine=engine, ngram_match_fraction=fraction)
+    return price_speculation(s, s.batch[:, None], 512, np.asarray([k]))
+
+
+def test_ngram_verify_width_is_one_plus_k_times_the_match_fraction():
+    """Hand-computed width: k = 4 with half the sequences matching verifies 1 + 4 x 0.5 = 3 tokens per sequence, the
+    same verify as a chain of 2 that every sequence drafts (ideal: no k-dependent engine terms)."""
+    half = _ngram(fraction=0.5, k=4)
+    two = _ngram(fraction=None, k=2)
+    np.testing.assert_allclose(half.verify_step_time_s, two.verify_step_time_s, rtol=1e-12)
+    np.testing.assert_allclose(_ngram(fraction=1.0).step_time_s, _ngram().step_time_s, rtol=0)
+
+
+@pytest.mark.parametrize("engine", ENGINES)
+def test_fewer_matches_never_price_the_verify_dearer(engine):
+    steps = [np.asarray(_ngram(engine, m).verify_step_time_s).ravel() for m in (1.0, 0.6, 0.2)]
+    assert np.all(steps[1] <= steps[0] * (1 + 1e-12)) and np.all(steps[2] <= steps[1] * (1 + 1e-12))
+    np.testing.assert_array_equal(_ngram(engine, 0.3, k=0).speedup, 1.0)
+
+
+@pytest.mark.parametrize("options, message", [
+    ({"drafter": "eagle", "ngram_match_fraction": 0.5}, "belongs to --drafter ngram"),
+    ({"drafter": "ngram", "ngram_match_fraction": 0.0}, r"in \(0, 1\]"),
+    ({"drafter": "ngram", "ngram_match_fraction": 1.5}, r"in \(0, 1\]"),
+    ({"drafter": "ngram", "ngram_match_fraction": True}, r"in \(0, 1\]"),
+    ({"drafter": "ngram", "ngram_match_fraction": 0.5, "tree": "3,2,6"}, "speculative chain"),
+    ({"speculative": False, "ngram_match_fraction": 0.5}, "speculative chain"),
+])
+def test_bad_ngram_match_fractions_are_refused(options, message):
+    from rooflinesim.errors import InputError
+
+    with pytest.raises(InputError, match=message):
+        build_scenario("h100", "llama-3.1-8b", 8, 512, alpha=0.5, **options)

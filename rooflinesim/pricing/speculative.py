@@ -219,7 +219,9 @@ def price_speculation(scenario: Scenario, batch=None, context_tokens=None, k=Non
         total = total - first + cold if extend else total
         cold = cold if extend else first
         draft = total / np.maximum(k, 1)
-    verify_step = get_workload_step(hw, scenario.model, w, k + 1, verify_timing, context_tokens, batch)
+    # an n-gram drafter drafts only for the sequences that find a match; the others verify their one token
+    drafted = k * scenario.drafter.match_fraction if scenario.drafter.kind == "ngram" and tree is None else k
+    verify_step = get_workload_step(hw, scenario.model, w, drafted + 1, verify_timing, context_tokens, batch)
     verify = verify_step.step_time_s
     if tree is not None:
         verify = verify + get_tree_mask_time_s(scenario, verify_timing, batch, k + 1)

@@ -32,7 +32,7 @@ from ..units import DEFAULT_QUANT_GROUP_SIZE, format_count
 from ..acceptance.trees import TreeShape
 from .drafting import (
     check_tree_options, get_self_draft_kv_bytes, get_tree_depth, get_tree_k_values, resolve_any_drafter, resolve_tree,
-    resolve_tree_acceptance,
+    resolve_tree_acceptance, with_ngram_match_fraction,
 )
 from .inputs import (
     DEFAULT_ALPHA, DEFAULT_BATCH, DEFAULT_CONTEXT_TOKENS, DEFAULT_GPU_MEMORY_UTILIZATION, DEFAULT_HARDWARE,
@@ -193,6 +193,7 @@ def build_scenario(
     draft_layer_fraction=None,
     engine=None,
     assumed: dict | None = None,
+    ngram_match_fraction=None,
 ) -> Scenario:
     """Resolve every user input into one Scenario (see the module docstring).
 
@@ -213,7 +214,8 @@ def build_scenario(
     `drafter='self'` drafts with the target itself, reading at most `draft_kv_budget` KV tokens and/or running
     `draft_layer_fraction` of its layers; its weights are the target's (counted once). `engine` (a name, alias, path
     or EngineSpec; default DEFAULT_ENGINE, vLLM V1) adds that engine's launch, host and speculative costs to every
-    step (docs/engines.md); 'ideal' prices bare kernels.
+    step (docs/engines.md); 'ideal' prices bare kernels. `ngram_match_fraction` (an n-gram drafter only; default 1)
+    is the share of sequences that draft in a step: the others verify one token.
     Every input left at None takes the one default of `scenario.inputs` (hardware a100, llama-3.1-8b, batch 1,
     context 4096, bf16, the smallest shipped draft of the target's tokenizer family, alpha 0.8, k 0..8) and is listed
     in `Scenario.assumed` (with `assumed`, what a front end assumed itself, e.g. a sweep's grid).
@@ -292,6 +294,8 @@ def build_scenario(
     tree_shape = resolve_tree(tree)
     if tree_shape is not None and not speculative:
         raise InputError("a draft tree needs speculation on")
+    if ngram_match_fraction is not None and (tree_shape is not None or not speculative):
+        raise InputError("an n-gram match fraction applies to a speculative chain drafted by --drafter ngram")
     if speculative and tree_shape is not None:
         scenario = _with_tree(scenario, tree_shape, model_spec, hw_spec, workload, warnings, draft, drafter,
                               head_layer_fraction, draft_tp, alpha, alpha_per_position, acceptance, acceptance_k, k,
@@ -327,6 +331,7 @@ def build_scenario(
             model_spec, hw_spec, workload, draft, drafter, head_layer_fraction, draft_tp, draft_kv_budget,
             draft_layer_fraction, context_axis, allow_long_context)
         warnings += drafter_warnings
+        spec_drafter = with_ngram_match_fraction(spec_drafter, ngram_match_fraction)
         if draft is None and spec_drafter.kind == "model":
             assumed["draft"] = (f"{spec_drafter.name} (the smallest shipped {spec_drafter.model.family} model; "
                                 "--draft to change)")
