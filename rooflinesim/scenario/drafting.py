@@ -154,7 +154,7 @@ def with_ngram_match_fraction(drafter, fraction):
     if fraction is None:
         return drafter
     if drafter.kind != "ngram":
-        raise InputError(f"--ngram-match-fraction belongs to --drafter ngram, not a {drafter.kind} drafter")
+        raise InputError(f"--ngram-match-fraction belongs to --drafter ngram, not --drafter {drafter.kind}")
     if isinstance(fraction, bool) or not isinstance(fraction, (int, float)) or not 0 < fraction <= 1:
         raise InputError(f"the n-gram match fraction must be a number in (0, 1], got {fraction!r}")
     return replace(drafter, match_fraction=float(fraction))
