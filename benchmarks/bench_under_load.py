@@ -45,7 +45,12 @@ DATASET_LENGTHS = {
 ALL_AT_ONCE_RATE_PER_S = 1e6
 MAX_SIMULATED_REQUESTS = 5000
 SERVE_REQUESTS_FOR_SPEC = 300
-DRAFTER_KWARGS = {"eagle": {"drafter": "eagle"}, "eagle3": {"drafter": "eagle"}, "ngram": {"drafter": "ngram"}}
+#: the chance that an n-gram lookup finds a match where the step would otherwise accept nothing, per dataset: the
+#: constants of SpecDecode-Bench's own simulator (SpecDecode-Bench/simulator simulator.py @260263c
+#: NGRAM_MATCHING_PROBABILITY, "a very rough estimation" there); a step drafts unless its first draft token would be
+#: rejected and no match is found, so the share of sequences drafting is 1 - (1 - alpha)(1 - p)
+NGRAM_MATCH_PROBABILITY = {"sharegpt": 0.2, "cnn-dailymail": 0.4, "gsm8k": 0.2, "instructcoder": 0.8}
+DRAFTER_KWARGS = {"eagle": {"drafter": "eagle"}, "eagle3": {"drafter": "eagle3"}, "ngram": {"drafter": "ngram"}}
 
 
 def load_rows(path: Path) -> list[dict]:
@@ -57,7 +62,17 @@ def load_break_even(path: Path = SPEC_TABLE) -> list[dict]:
 
 
 def _accepts(fn, name: str) -> bool:
-    return name in inspect.signature(fn).parameters
+    """Whether `fn` takes keyword `name`: a named parameter, or for a function taking the scenario's flat options
+    (`build_scenario(**flat)`) one of `scenario.groups.FLAT_OPTIONS`."""
+    parameters = inspect.signature(fn).parameters
+    if name in parameters:
+        return True
+    takes_flat = any(p.kind is inspect.Parameter.VAR_KEYWORD for p in parameters.values())
+    try:
+        from rooflinesim.scenario.groups import FLAT_OPTIONS
+    except ImportError:  # an install before the grouped options
+        return False
+    return takes_flat and name in FLAT_OPTIONS
 
 
 def engine_kwargs(fn, row: dict) -> dict:
@@ -138,6 +153,9 @@ def _spec_extra(row: dict, alpha: float) -> dict:
         extra["draft"] = row["draft_model"]
     else:
         extra.update(DRAFTER_KWARGS[row["drafter"]])
+    if row.get("drafter") == "ngram" and row.get("dataset") in NGRAM_MATCH_PROBABILITY and \
+            _accepts(build_scenario, "ngram_match_fraction"):
+        extra["ngram_match_fraction"] = 1.0 - (1.0 - alpha) * (1.0 - NGRAM_MATCH_PROBABILITY[row["dataset"]])
     return extra
 
 

@@ -151,8 +151,14 @@ def test_unexpressible_shapes_are_listed_not_priced(bench, spec_rows, monkeypatc
 def test_tree_and_self_rows_map_to_the_builder_keywords(bench, spec_rows):
     tree_row = next(r for r in spec_rows if r["drafting"] == "tree" and r["tree"]["draft_tokens"] == 21)
     extra = bench._spec_extra(tree_row, 0.6)
-    # SGLang's num_draft_tokens counts the root; k counts the verified draft tokens
-    assert extra["tree"] == "3,4,22" and extra["k"] == 21 and extra["drafter"] == "eagle"
+    # SGLang's num_draft_tokens counts the root; k counts the verified draft tokens; an EAGLE-3 row gets EAGLE-3's
+    # own head (32k draft vocabulary), an EAGLE row the EAGLE head
+    assert extra["tree"] == "3,4,22" and extra["k"] == 21 and extra["drafter"] == tree_row["drafter"]
+    assert tree_row["drafter"] in ("eagle", "eagle3")
+    # an n-gram row: the sequences that draft, from SpecDecode-Bench's simulator (match probability per dataset)
+    ngram_row = next(r for r in spec_rows if r.get("drafter") == "ngram" and r.get("dataset") == "gsm8k")
+    extra = bench._spec_extra(ngram_row, 0.25)
+    assert extra["drafter"] == "ngram" and extra["ngram_match_fraction"] == pytest.approx(1 - 0.75 * 0.8)
     self_row = next(r for r in spec_rows if r["drafting"] == "self")
     extra = bench._spec_extra(self_row, 0.81)
     assert extra["drafter"] == "self" and extra["draft_kv_budget"] == 512 and extra["k"] == self_row["k"]

@@ -72,6 +72,9 @@ def add_speculation_arguments(p: argparse.ArgumentParser, alpha_list: bool = Fal
                         "MagicDec and TriForce): min(context, budget)")
     p.add_argument("--draft-layer-fraction", default=None, type=float,
                    help="--drafter self: share of the target's layers a draft step runs (layer skip; default 1)")
+    p.add_argument("--ngram-match-fraction", default=None, type=float, metavar="F",
+                   help="--drafter ngram: share of sequences that find a match and draft each step; the others "
+                        "verify one token, as vLLM's n-gram proposer runs them (default 1: every sequence drafts k)")
     p.add_argument("--head-layer-fraction", type=float, default=None,
                    help="cost of one head draft step as a fraction of one target layer (--drafter head; default "
                         f"{get_default('head_layer_fraction'):g})")
@@ -131,7 +134,8 @@ def speculation_options(args) -> dict:
     return given(draft=args.draft, drafter=args.drafter, head_layer_fraction=args.head_layer_fraction,
                 extra_draft_pass=args.extra_draft_pass, acceptance=args.acceptance, acceptance_k=args.acceptance_k,
                 draft_first_step_tokens=args.draft_first_step_tokens, tree=args.tree,
-                draft_kv_budget=args.draft_kv_budget, draft_layer_fraction=args.draft_layer_fraction)
+                draft_kv_budget=args.draft_kv_budget, draft_layer_fraction=args.draft_layer_fraction,
+                ngram_match_fraction=args.ngram_match_fraction)
 
 
 def print_assumed(assumed: dict, console=None) -> None:

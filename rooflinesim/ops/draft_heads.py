@@ -102,7 +102,7 @@ def _layer_ops(c: OpContext) -> list[OpCost]:
 
 
 def _eagle3_ops(target: ModelSpec, w: Workload, batch, context_tokens, head: HeadConfig | None,
-                first_step: bool) -> tuple[list[OpCost], list[OpCost]]:
+                first_step: bool, new_tokens=1) -> tuple[list[OpCost], list[OpCost]]:
     """EAGLE-3's draft step: the fc fusion of the target's three hidden states only on the step that starts from
     the target's features (later steps feed the head's own hidden state, which is already h wide); the first layer's
     q/k/v over [embedding, hidden] (2h in: priced as the layer's q/k/v plus a second h-wide input); the draft
@@ -110,8 +110,8 @@ def _eagle3_ops(target: ModelSpec, w: Workload, batch, context_tokens, head: Hea
     model = get_eagle3_model(target, head)
     layers = model.num_layers
     model = model.model_copy(update={"num_layers": 1})  # one layer's ops, counted `layers` times below
-    c = OpContext.build(model, batch, context_tokens, 1, w.weight_dtype, w.kv_dtype, w.activation_dtype, w.attention,
-                        True, w.tensor_parallel, w.quant_group_size)
+    c = OpContext.build(model, batch, context_tokens, new_tokens, w.weight_dtype, w.kv_dtype, w.activation_dtype,
+                        w.attention, False, w.tensor_parallel, w.quant_group_size)
     h, t = c.h, c.tokens
     d = model.head_dim_resolved
     qkv_out = (c.heads + 2 * get_local_width(model.num_kv_heads, c.tp)) * d
@@ -123,18 +123,20 @@ def _eagle3_ops(target: ModelSpec, w: Workload, batch, context_tokens, head: Hea
 
 
 def get_head_ops(kind: str, target: ModelSpec, workload: Workload, batch, context_tokens,
-                 head: HeadConfig | None = None, first_step: bool = True) -> tuple[list[OpCost], list[OpCost]]:
-    """(decoder-layer ops, the rest) of ONE draft token of a `kind` head, on one device. `head`: an EAGLE-3 head's
+                 head: HeadConfig | None = None, first_step: bool = True,
+                 new_tokens=1) -> tuple[list[OpCost], list[OpCost]]:
+    """(decoder-layer ops, the rest) of ONE draft forward of a `kind` head, on one device. `head`: an EAGLE-3 head's
     own shapes (its config.json); `first_step`: the draft step that starts from the target's features (EAGLE-3 fuses
-    them only then)."""
+    them only then); `new_tokens`: rows per sequence the forward runs (1 for a draft step; an engine's draft-extend
+    pass runs the tokens the verify just checked), with logits for the last row of each sequence only."""
     if kind not in HEAD_KINDS:
         raise ValueError(f"unknown head kind {kind!r}; use one of {', '.join(HEAD_KINDS)}")
     w = workload
     if kind == "eagle3":
-        return _eagle3_ops(target, w, batch, context_tokens, head, first_step)
+        return _eagle3_ops(target, w, batch, context_tokens, head, first_step, new_tokens)
     model = target if kind == "medusa" else _one_layer(target, dense=kind == "eagle")
-    c = OpContext.build(model, batch, context_tokens, 1, w.weight_dtype, w.kv_dtype, w.activation_dtype, w.attention,
-                        True, w.tensor_parallel, w.quant_group_size)
+    c = OpContext.build(model, batch, context_tokens, new_tokens, w.weight_dtype, w.kv_dtype, w.activation_dtype,
+                        w.attention, False, w.tensor_parallel, w.quant_group_size)
     h, t = c.h, c.tokens
     if kind == "medusa":
         block = [c.linear("medusa_block", 1, t, h, h),

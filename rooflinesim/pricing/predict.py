@@ -227,7 +227,7 @@ def predict(
     speculative=DEFAULT, draft=DEFAULT, drafter=DEFAULT, alpha=DEFAULT, alpha_per_position=DEFAULT,
     acceptance=DEFAULT, acceptance_k=DEFAULT, acceptance_as_iid=DEFAULT, k=DEFAULT, k_values=DEFAULT, tree=DEFAULT,
     draft_kv_budget=DEFAULT, draft_layer_fraction=DEFAULT, head_layer_fraction=DEFAULT, extra_draft_pass=DEFAULT,
-    draft_first_step_tokens=DEFAULT,
+    draft_first_step_tokens=DEFAULT, ngram_match_fraction=DEFAULT,
     gpu_memory_utilization=DEFAULT, memory_reserve_bytes=DEFAULT, allow_long_context=DEFAULT,
 ) -> Prediction:
     given = {name: value for name, value in locals().items() if value is not DEFAULT}

@@ -20,11 +20,12 @@ import numpy as np
 from ..acceptance.closed_form import get_expected_tokens
 from .break_even import get_best_k_index
 from ..scenario.builder import Scenario
-from ..ops.draft_heads import get_head_ops
-from ..scenario.drafting import get_self_draft_context, get_self_draft_model, get_tree_expected_tokens
+from ..scenario.drafting import (get_self_draft_context, get_self_draft_model, get_tree_depth,
+                                 get_tree_expected_tokens)
+from .draft_extend import get_draft_extend_time_s, get_head_forward_time_s, uses_draft_extend
 from .trees import get_tree_draft_times_s, get_tree_mask_time_s
-from ..ops.sections import get_acceptance_rule_ops, get_sampler_ops
-from ..step import StepCost, get_ops_time_s, get_ratio_rel_sigma, get_rel_sigma, get_workload_step
+from ..ops.sections import get_acceptance_rule_ops
+from ..step import StepCost, get_ratio_rel_sigma, get_rel_sigma, get_workload_step
 from ..timing import Z90, TimingModel, get_op_time
 from ..timing.engine import EngineTiming, with_role
 
@@ -78,19 +79,7 @@ def get_draft_step_time_s(scenario: Scenario, timing: TimingModel, batch, contex
         batch = np.asarray(batch) * tree_width
     if drafter.kind == "ngram":
         return np.zeros(np.broadcast(np.asarray(batch), np.asarray(context_tokens)).shape)
-    # a self-drafting head: its own op list (one decoder layer and the vocabulary projection for EAGLE / MTP, a
-    # residual block and its lm_head for a Medusa head), priced like any step; 'head' is the EAGLE-style preset
-    kind = "eagle" if drafter.kind == "head" else drafter.kind
-    w = scenario.workload
-    layer, rest = get_head_ops(kind, scenario.model, w, batch, context_tokens, drafter.head_config, first_step)
-    if w.sampling:  # the head's draft token is sampled from its logits like a model's
-        rest = rest + get_sampler_ops(scenario.model, batch)
-    hw, dtype = scenario.hardware, w.activation_dtype
-    graph_batch = batch if launch_batch is None else launch_batch
-    layer_time = get_ops_time_s(hw, layer, dtype, timing, 1, graph_batch) if layer else 0.0
-    rest_time = get_ops_time_s(hw, rest, dtype, timing, 0, graph_batch)
-    shape = np.broadcast(np.asarray(batch), np.asarray(context_tokens)).shape
-    return np.broadcast_to(drafter.head_layer_fraction * layer_time + rest_time, shape)
+    return get_head_forward_time_s(scenario, timing, batch, context_tokens, first_step, 1, launch_batch)
 
 
 @dataclass(frozen=True)
@@ -136,20 +125,16 @@ def get_acceptance_rule_time_s(scenario: Scenario, timing: TimingModel, batch, k
 
 
 def get_engine_extras_s(scenario: Scenario, timing: TimingModel, batch, context_tokens, k) -> np.ndarray | float:
-    """What the scenario's engine adds to a speculative iteration beyond k draft forwards and the verify (0 at
-    k = 0 and under the ideal engine): an EAGLE-style head's draft-extend pass over the k + 1 verified rows of each
-    sequence (`speculative.draft_extend`) and the tree / verify / sampling / rejection kernels
-    (`speculative.extra_kernels`) at the verify's launch cost. The host part (proposer / scorer sync, accepting
-    tokens, the overlap scheduler switched off) is priced on the verify step itself (`timing.engine`)."""
+    """What the scenario's engine adds to a speculative iteration beyond its draft forwards and the verify (0 at
+    k = 0 and under the ideal engine): the tree / verify / sampling / rejection kernels (`speculative.extra_kernels`)
+    at the verify's launch cost. The draft-extend pass is one of the draft forwards (`get_draft_extend_time_s`); the
+    host part (proposer / scorer sync, accepting tokens, the overlap scheduler switched off) is priced on the verify
+    step itself (`timing.engine`)."""
     engine = scenario.engine
     if engine is None or engine.is_ideal or not isinstance(timing, EngineTiming):
         return 0.0
     spec, kk = engine.speculative, np.asarray(k)
     extra = np.asarray(0.0)
-    if spec.draft_extend and scenario.drafter.kind not in ("model", "ngram"):
-        rows = np.asarray(batch) * (kk + 1)
-        extra = extra + get_draft_step_time_s(scenario, with_role(timing, "inner"), rows, context_tokens,
-                                              launch_batch=batch)
     if spec.extra_kernels:
         extra = extra + timing.get_launch_s(spec.extra_kernels, batch, kk + 1)
     return np.where(kk > 0, extra, 0.0)
@@ -222,13 +207,21 @@ def price_speculation(scenario: Scenario, batch=None, context_tokens=None, k=Non
     cold = get_draft_step_time_s(scenario, draft_timing, batch, context_tokens, decode,
                                  new_tokens=scenario.draft_first_step_tokens, first_step=True)
     warm = get_draft_step_time_s(scenario, with_role(scenario.timing, "inner"), batch, context_tokens, decode)
-    draft = (cold + np.maximum(k - 1, 0) * warm) / np.maximum(k, 1)
     tree = scenario.tree
+    extend = uses_draft_extend(scenario)
+    if extend:  # the engine's draft-extend pass over the depth + 1 verified rows is the first draft forward
+        depth = k if tree is None else get_tree_depth(tree)
+        cold = get_draft_extend_time_s(scenario, draft_timing, batch, context_tokens, np.asarray(depth) + 1)
+    draft = (cold + np.maximum(k - 1, 0) * warm) / np.maximum(k, 1)
     if tree is not None:  # depth draft forwards at their widths, spread over the k tree tokens (step = k x draft + ..)
-        cold, warm, total = get_tree_draft_times_s(scenario, draft_timing, batch, context_tokens,
-                                                   get_draft_step_time_s, decode)
+        first, warm, total = get_tree_draft_times_s(scenario, draft_timing, batch, context_tokens,
+                                                    get_draft_step_time_s, decode)
+        total = total - first + cold if extend else total
+        cold = cold if extend else first
         draft = total / np.maximum(k, 1)
-    verify_step = get_workload_step(hw, scenario.model, w, k + 1, verify_timing, context_tokens, batch)
+    # an n-gram drafter drafts only for the sequences that find a match; the others verify their one token
+    drafted = k * scenario.drafter.match_fraction if scenario.drafter.kind == "ngram" and tree is None else k
+    verify_step = get_workload_step(hw, scenario.model, w, drafted + 1, verify_timing, context_tokens, batch)
     verify = verify_step.step_time_s
     if tree is not None:
         verify = verify + get_tree_mask_time_s(scenario, verify_timing, batch, k + 1)
@@ -367,7 +360,7 @@ def analyse_speculation(scenario: Scenario) -> SpeculativeResult:
         expected_tokens=float(expected[chosen]),
         target_decode_time_s=float(np.asarray(grid.target_decode_time_s).reshape(-1)[0]),
         draft_step_time_s=float(drafts[chosen]),
-        draft_cold_step_time_s=float(np.asarray(grid.draft_cold_step_time_s).reshape(-1)[0]),
+        draft_cold_step_time_s=float(by_k(grid.draft_cold_step_time_s)[chosen]),  # a draft-extend's rows follow k
         draft_warm_step_time_s=float(np.asarray(grid.draft_warm_step_time_s).reshape(-1)[0]),
         verify_step_time_s=float(by_k(grid.verify_step_time_s)[chosen]),
         step_time_s=float(steps[chosen]), speedup=float(speedups[chosen]), fits_in_memory=bool(fits[chosen]),

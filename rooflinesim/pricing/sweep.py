@@ -251,6 +251,7 @@ def sweep(
     speculative=DEFAULT, drafter=DEFAULT, alpha_per_position=DEFAULT, acceptance=DEFAULT, acceptance_k=DEFAULT,
     acceptance_as_iid=DEFAULT, tree=DEFAULT, draft_kv_budget=DEFAULT, draft_layer_fraction=DEFAULT,
     head_layer_fraction=DEFAULT, extra_draft_pass=DEFAULT, draft_first_step_tokens=DEFAULT,
+    ngram_match_fraction=DEFAULT,
     gpu_memory_utilization=DEFAULT, memory_reserve_bytes=DEFAULT, allow_long_context=DEFAULT,
     assumed: dict | None = None,
 ) -> SweepResult:

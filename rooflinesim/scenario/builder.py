@@ -32,7 +32,7 @@ from ..units import format_count
 from ..acceptance.trees import TreeShape
 from .drafting import (
     check_tree_options, get_self_draft_kv_bytes, get_tree_depth, get_tree_k_values, resolve_any_drafter, resolve_tree,
-    resolve_tree_acceptance,
+    resolve_tree_acceptance, with_ngram_match_fraction,
 )
 from .inputs import (
     DEFAULT_ALPHA, DEFAULT_BATCH, DEFAULT_CONTEXT_TOKENS, DEFAULT_GPU_MEMORY_UTILIZATION, DEFAULT_HARDWARE,
@@ -197,6 +197,7 @@ def build_scenario(
     k, k_values, tree, draft_kv_budget, draft_layer_fraction, head_layer_fraction = (
         s.k, s.k_values, s.tree, s.draft_kv_budget, s.draft_layer_fraction, s.head_layer_fraction)
     extra_draft_pass, draft_first_step_tokens = s.extra_draft_pass, s.draft_first_step_tokens
+    ngram_match_fraction = s.ngram_match_fraction
     gpu_memory_utilization, memory_reserve_bytes, allow_long_context = (
         m.gpu_memory_utilization, m.memory_reserve_bytes, m.allow_long_context)
     sampling = options.sampling.priced
@@ -274,6 +275,8 @@ def build_scenario(
     tree_shape = resolve_tree(tree)
     if tree_shape is not None and not speculative:
         raise InputError("a draft tree needs speculation on")
+    if ngram_match_fraction is not None and (tree_shape is not None or not speculative):
+        raise InputError("an n-gram match fraction applies to a speculative chain drafted by --drafter ngram")
     if speculative and tree_shape is not None:
         scenario = _with_tree(scenario, tree_shape, model_spec, hw_spec, workload, warnings, draft, drafter,
                               head_layer_fraction, draft_tp, alpha, alpha_per_position, acceptance, acceptance_k, k,
@@ -309,6 +312,7 @@ def build_scenario(
             model_spec, hw_spec, workload, draft, drafter, head_layer_fraction, draft_tp, draft_kv_budget,
             draft_layer_fraction, context_axis, allow_long_context)
         warnings += drafter_warnings
+        spec_drafter = with_ngram_match_fraction(spec_drafter, ngram_match_fraction)
         if draft is None and spec_drafter.kind == "model":
             assumed["draft"] = (f"{spec_drafter.name} (the smallest shipped {spec_drafter.model.family} model; "
                                 "--draft to change)")

@@ -9,6 +9,8 @@ Every problem is a one-line `InputError`.
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import numpy as np
 
 from ..acceptance.trees import TreeShape, fit_alpha_to_accept_length, get_rank_rates, parse_tree
@@ -145,6 +147,17 @@ def resolve_self_drafter(kv_budget, layer_fraction):
         raise InputError("--drafter self drafts with the target itself: give --draft-kv-budget N (a bounded draft KV "
                          "cache) and/or --draft-layer-fraction F (layer skip), or it costs a full target step")
     return Drafter("self", kv_budget_tokens=budget, layer_fraction=float(fraction))
+
+
+def with_ngram_match_fraction(drafter, fraction):
+    """The drafter with `fraction` of its sequences drafting per step (an n-gram drafter only; None: all of them)."""
+    if fraction is None:
+        return drafter
+    if drafter.kind != "ngram":
+        raise InputError(f"--ngram-match-fraction belongs to --drafter ngram, not --drafter {drafter.kind}")
+    if isinstance(fraction, bool) or not isinstance(fraction, (int, float)) or not 0 < fraction <= 1:
+        raise InputError(f"the n-gram match fraction must be a number in (0, 1], got {fraction!r}")
+    return replace(drafter, match_fraction=float(fraction))
 
 
 def check_self_options(kind: str, kv_budget, layer_fraction) -> None:
@@ -293,6 +306,6 @@ def get_self_draft_kv_bytes(scenario, batch, context_tokens, new_tokens) -> np.n
 __all__ = [
     "resolve_any_drafter", "get_self_draft_kv_bytes", "read_head_config", "read_mtp_config", "resolve_head_drafter",
     "resolve_self_drafter", "check_self_options", "get_self_draft_model", "get_self_draft_context",
-    "check_draft_context", "resolve_tree", "resolve_tree_acceptance", "get_tree_expected_tokens",
+    "check_draft_context", "with_ngram_match_fraction", "resolve_tree", "resolve_tree_acceptance", "get_tree_expected_tokens",
     "get_tree_rank_rates", "get_tree_k_values", "check_tree_options", "get_tree_depth", "measured_tree_shape",
 ]

@@ -143,6 +143,9 @@ class Speculation:
     draft_first_step_tokens: int = _option(
         1, "tokens the first draft step reads: 2 when the loop re-reads the last two committed tokens (tokens; a "
            "draft model only)")
+    ngram_match_fraction: float | None = _option(
+        None, "drafter ngram: share of sequences that find a match and draft k tokens in a step; the others verify "
+              "one token, as vLLM's n-gram proposer runs them (fraction; None: 1, every sequence drafts)")
 
 
 @dataclass(frozen=True)

@@ -106,6 +106,9 @@ class Drafter:
     layer_fraction: float = 1.0
     #: an EAGLE-3 head's own shapes from its config.json (`ops.draft_heads.HeadConfig`; None: the defaults)
     head_config: object | None = None
+    #: kind 'ngram': the share of sequences that find an n-gram match and draft in a step; the others propose nothing
+    #: and verify one token (vLLM's NgramProposer); 1: every sequence drafts k
+    match_fraction: float = 1.0
 
     @property
     def name(self) -> str:
