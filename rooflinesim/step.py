@@ -11,7 +11,6 @@ import numpy as np
 
 from .ops.op_cost import OpCost
 from .ops.step_ops import get_activation_bytes, get_kv_cache_bytes, get_step_ops
-from .units import DEFAULT_QUANT_GROUP_SIZE
 from .timing import Z90, DatasheetTiming, OpTime, RelativeSigmas, TimingModel, get_op_family, get_op_time
 from .timing.engine import get_engine_ops_s, get_engine_step_s
 from .specs.hardware import HardwareSpec
@@ -148,31 +147,19 @@ def get_ratio_rel_sigma(num_parts: dict, num_s, den_parts: dict, den_s, sigmas: 
     return np.sqrt(fit + noise)
 
 
-def get_step_cost(
-    hw: HardwareSpec,
-    model: ModelSpec,
-    batch,
-    context_tokens,
-    new_tokens,
-    weight_dtype: str = "bf16",
-    kv_dtype: str = "bf16",
-    activation_dtype: str = "bf16",
-    attention: str = "flash",
-    logits_for_all_tokens: bool = True,
-    timing: TimingModel | None = None,
-    tensor_parallel: int = 1,
-    quant_group_size: int = DEFAULT_QUANT_GROUP_SIZE,
-    sampling: bool = False,
-) -> StepCost:
-    """Cost of one forward step of B sequences adding q tokens on S cached ones (arrays broadcast); `sampling` adds
-    the sampler over its logits.
+def get_step_cost(hw: HardwareSpec, model: ModelSpec, workload: Workload, new_tokens, timing: TimingModel | None = None,
+                  context_tokens=None, batch=None, logits_for_all_tokens: bool = True) -> StepCost:
+    """Cost of one forward step of `batch` sequences (default the workload's) adding `new_tokens` each on
+    `context_tokens` (default the workload's) cached ones, in the workload's dtypes, attention mode, sharding and
+    quantisation; arrays broadcast, so one call prices a grid. The workload's `sampling` adds the sampler over its
+    logits; `timing` defaults to the spec's datasheet roofline.
 
     With tensor parallelism the ops are one device's share plus the collectives; all devices run in lockstep.
     """
-    ops = get_step_ops(
-        model, batch, context_tokens, new_tokens, weight_dtype, kv_dtype, activation_dtype, attention,
-        logits_for_all_tokens, tensor_parallel, quant_group_size, sampling,
-    )
+    batch = workload.batch if batch is None else batch
+    activation_dtype = workload.activation_dtype
+    ops = get_step_ops(model, workload, new_tokens, batch=batch, context_tokens=context_tokens,
+                       logits_for_all_tokens=logits_for_all_tokens)
     timing = (timing or DatasheetTiming.expected(hw)).for_step(ops)  # a measured model reads the cache working set
     if hasattr(timing, "for_model"):  # a profile with this model's own terms (`calibrate --model`)
         timing = timing.for_model(model)
@@ -220,40 +207,19 @@ class MemoryFit:
         return self.total_bytes <= self.capacity_bytes
 
 
-def get_memory_fit(
-    hw: HardwareSpec, model: ModelSpec, batch, context_tokens, new_tokens, weight_dtype, kv_dtype, activation_dtype,
-    attention: str = "flash", tensor_parallel: int = 1, quant_group_size: int = DEFAULT_QUANT_GROUP_SIZE,
-) -> MemoryFit:
-    """Per device: its share of the weights + KV cache for B x (S + q) positions + the step's activations."""
-    s, q = np.asarray(context_tokens, dtype=float), np.asarray(new_tokens, dtype=float)
+def get_memory_fit(hw: HardwareSpec, model: ModelSpec, workload: Workload, new_tokens=1, batch=None,
+                   context_tokens=None) -> MemoryFit:
+    """Per device: its share of the weights + KV cache for B x (S + q) positions + the step's activations, for
+    `batch` and `context_tokens` (default the workload's) in the workload's dtypes, attention and sharding."""
+    w, tp = workload, workload.tensor_parallel
+    b = w.batch if batch is None else batch
+    s = np.asarray(w.context_tokens if context_tokens is None else context_tokens, dtype=float)
+    q = np.asarray(new_tokens, dtype=float)
     return MemoryFit(
-        weight_bytes=model.get_weight_bytes(weight_dtype, quant_group_size) / tensor_parallel,
-        kv_cache_bytes=get_kv_cache_bytes(model, batch, s + q, kv_dtype, tensor_parallel),
-        activation_bytes=get_activation_bytes(model, batch, q, s, activation_dtype, attention, tensor_parallel),
+        weight_bytes=model.get_weight_bytes(w.weight_dtype, w.quant_group_size) / tp,
+        kv_cache_bytes=get_kv_cache_bytes(model, b, s + q, w.kv_dtype, tp),
+        activation_bytes=get_activation_bytes(model, b, q, s, w.activation_dtype, w.attention, tp),
         capacity_bytes=hw.memory_capacity_bytes,
-    )
-
-
-def get_workload_step(hw, model, workload: Workload, new_tokens, timing, context_tokens=None, batch=None,
-                      logits_for_all_tokens=True) -> StepCost:
-    """The step model for this workload's dtypes and attention mode, at any (batch, context, new tokens) grid."""
-    return get_step_cost(
-        hw, model,
-        workload.batch if batch is None else batch,
-        workload.context_tokens if context_tokens is None else context_tokens,
-        new_tokens,
-        workload.weight_dtype, workload.kv_dtype, workload.activation_dtype, workload.attention,
-        logits_for_all_tokens=logits_for_all_tokens, timing=timing, tensor_parallel=workload.tensor_parallel,
-        quant_group_size=workload.quant_group_size, sampling=workload.sampling,
-    )
-
-
-def get_workload_memory_fit(hw, model, workload: Workload, new_tokens=1, batch=None, context_tokens=None) -> MemoryFit:
-    return get_memory_fit(
-        hw, model, workload.batch if batch is None else batch,
-        workload.context_tokens if context_tokens is None else context_tokens, new_tokens, workload.weight_dtype,
-        workload.kv_dtype, workload.activation_dtype, workload.attention, workload.tensor_parallel,
-        workload.quant_group_size,
     )
 
 

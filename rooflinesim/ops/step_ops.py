@@ -17,12 +17,13 @@ from __future__ import annotations
 import numpy as np
 
 from ..specs.model import ModelSpec
+from ..specs.workload import Workload
 from .op_cost import OpCost, get_kv_tokens_read, get_kv_tokens_stored, make_collective, make_linear, make_op
 from .sections import (
     OpContext, allreduce_ops, attention_ops_gqa, attention_ops_mla, dense_mlp_ops, embedding_ops, get_local_width,
     lm_head_ops, moe_mlp_ops, sampler_ops,
 )
-from ..units import DEFAULT_QUANT_GROUP_SIZE, get_dtype_bytes
+from ..units import get_dtype_bytes
 
 #: Attention implementations get_step_ops prices.
 ATTENTION_MODES = ("flash", "unfused", "per-head")
@@ -31,21 +32,11 @@ ATTENTION_MODES = ("flash", "unfused", "per-head")
 _op, _linear, _collective = make_op, make_linear, make_collective
 
 
-def get_step_ops(
-    model: ModelSpec,
-    batch,
-    context_tokens,
-    new_tokens,
-    weight_dtype: str = "bf16",
-    kv_dtype: str = "bf16",
-    activation_dtype: str = "bf16",
-    attention: str = "flash",
-    logits_for_all_tokens: bool = True,
-    tensor_parallel: int = 1,
-    quant_group_size: int = DEFAULT_QUANT_GROUP_SIZE,
-    sampling: bool = False,
-) -> list[OpCost]:
-    """All ops of one forward step on ONE device, in execution order. B, S, q may be broadcastable arrays.
+def get_step_ops(model: ModelSpec, workload: Workload, new_tokens, *, batch=None, context_tokens=None,
+                 logits_for_all_tokens: bool = True) -> list[OpCost]:
+    """All ops of one forward step on ONE device, in execution order: `batch` (default the workload's) sequences add
+    `new_tokens` each on `context_tokens` (default the workload's) cached ones, in the workload's dtypes, attention
+    mode, sharding and quantisation group. B, S, q may be broadcastable arrays.
 
     Attention is GQA-aware: K and V are read once per KV head and shared by its query group. `flash` keeps the score
     matrix on chip (one fused op); `unfused` materialises scores and probabilities in memory, computing the full
@@ -58,16 +49,17 @@ def get_step_ops(
     all-reduces its activations twice (after o_proj and after the MLP), the vocab-parallel embedding once, and the
     logits are all-gathered. With N = 1 there are no collectives and nothing is sharded.
 
-    `sampling` adds the sampler over the computed logits (softmax and one draw per sequence; see
+    The workload's `sampling` adds the sampler over the computed logits (softmax and one draw per sequence; see
     `op_sections.sampler_ops`): an engine's step samples, a bare forward pass does not.
 
     int8/int4 weights carry group scales (see units.get_weight_bytes_per_element) and cost 2 FLOPs per weight to
     dequantise on the fly.
     """
-    if attention not in ATTENTION_MODES:
-        raise ValueError(f"attention must be one of {', '.join(ATTENTION_MODES)}, got {attention!r}")
-    c = OpContext.build(model, batch, context_tokens, new_tokens, weight_dtype, kv_dtype, activation_dtype, attention,
-                        logits_for_all_tokens, tensor_parallel, quant_group_size)
+    if workload.attention not in ATTENTION_MODES:
+        raise ValueError(f"attention must be one of {', '.join(ATTENTION_MODES)}, got {workload.attention!r}")
+    c = OpContext.build(model, workload, workload.batch if batch is None else batch,
+                        workload.context_tokens if context_tokens is None else context_tokens, new_tokens,
+                        logits_for_all_tokens)
     layers = model.num_layers
     return [
         *embedding_ops(c),
@@ -81,7 +73,7 @@ def get_step_ops(
         *allreduce_ops(c, "mlp_allreduce", layers),
         c.residual("mlp_residual"),
         *lm_head_ops(c),
-        *(sampler_ops(c) if sampling else []),
+        *(sampler_ops(c) if workload.sampling else []),
     ]
 
 

@@ -20,7 +20,7 @@ from ..specs.hardware import HardwareSpec
 from ..errors import InputError
 from ..specs.model import ModelSpec
 from ..specs.workload import Workload
-from ..step import StepCost, get_workload_step
+from ..step import StepCost, get_step_cost
 
 
 #: the version of the JSON contract of `predict --json` and `sweep --json` (docs/cli-and-json.md). 2: throughput keys
@@ -237,8 +237,8 @@ def predict_scenario(scenario: Scenario) -> Prediction:
                          f"({', '.join(f'{a:g}' for a in alphas)}); use sweep for several")
     hw_spec, model_spec, workload, timing = scenario.hardware, scenario.model, scenario.workload, scenario.timing
     s = workload.context_tokens
-    decode = get_workload_step(hw_spec, model_spec, workload, 1, timing)
-    prefill = get_workload_step(
+    decode = get_step_cost(hw_spec, model_spec, workload, 1, timing)
+    prefill = get_step_cost(
         hw_spec, model_spec, workload, max(s, 1), timing, context_tokens=0, logits_for_all_tokens=False
     )
     band = get_datasheet_band(hw_spec) if decode.sigmas is None else None  # a profile brings its own intervals

@@ -24,7 +24,7 @@ from ..ops.draft_heads import get_head_ops
 from ..scenario.drafting import get_self_draft_context, get_self_draft_model, get_tree_expected_tokens
 from .trees import get_tree_draft_times_s, get_tree_mask_time_s
 from ..ops.sections import get_acceptance_rule_ops, get_sampler_ops
-from ..step import StepCost, get_ops_time_s, get_ratio_rel_sigma, get_rel_sigma, get_workload_step
+from ..step import StepCost, get_ops_time_s, get_ratio_rel_sigma, get_rel_sigma, get_step_cost
 from ..timing import Z90, TimingModel, get_op_time
 from ..timing.engine import EngineTiming, with_role
 
@@ -66,12 +66,12 @@ def get_draft_step_time_s(scenario: Scenario, timing: TimingModel, batch, contex
     drafter = scenario.drafter
     if drafter.kind == "model":
         if tree_width > 1:
-            return get_workload_step(scenario.hardware, drafter.model, scenario.draft_workload, tree_width, timing,
+            return get_step_cost(scenario.hardware, drafter.model, scenario.draft_workload, tree_width, timing,
                                      context_tokens, batch, logits_for_all_tokens=True).step_time_s
-        return get_workload_step(scenario.hardware, drafter.model, scenario.draft_workload, new_tokens, timing,
+        return get_step_cost(scenario.hardware, drafter.model, scenario.draft_workload, new_tokens, timing,
                                  context_tokens, batch, logits_for_all_tokens=False).step_time_s
     if drafter.kind == "self":  # the target's own layers (a share of them) over at most the KV budget
-        return get_workload_step(scenario.hardware, get_self_draft_model(scenario.model, drafter), scenario.workload,
+        return get_step_cost(scenario.hardware, get_self_draft_model(scenario.model, drafter), scenario.workload,
                                  tree_width, timing, get_self_draft_context(drafter, context_tokens), batch,
                                  logits_for_all_tokens=tree_width > 1).step_time_s
     if tree_width > 1 and drafter.kind != "ngram":
@@ -166,7 +166,7 @@ def _interval(scenario: Scenario, decode: StepCost, verify: StepCost, k, draft, 
     drafter = scenario.drafter
     decode_families = decode.priced_time_s
     if drafter.kind == "model":  # the drafter's ops have other weight shapes: parts of their own
-        draft_step = get_workload_step(scenario.hardware, drafter.model, scenario.draft_workload, 1, scenario.timing,
+        draft_step = get_step_cost(scenario.hardware, drafter.model, scenario.draft_workload, 1, scenario.timing,
                                        context_tokens, batch)
         draft_families = {(family, f"draft:{name}"): t * (draft / draft_step.step_time_s)
                           for (family, name), t in draft_step.priced_time_s.items()}
@@ -198,7 +198,7 @@ def _loop_timings(scenario: Scenario, decode) -> tuple[TimingModel, TimingModel]
     timing = scenario.timing
     if scenario.drafter.kind != "model":
         return with_role(timing, "inner"), with_role(timing, "speculative")
-    draft_bytes = get_workload_step(scenario.hardware, scenario.drafter.model, scenario.draft_workload, 1, timing,
+    draft_bytes = get_step_cost(scenario.hardware, scenario.drafter.model, scenario.draft_workload, 1, timing,
                                     1, 1).weight_bytes
     return (with_role(timing.with_co_resident(float(np.max(decode.weight_bytes))), "inner"),
             with_role(timing.with_co_resident(float(np.max(draft_bytes))), "speculative"))
@@ -214,7 +214,7 @@ def price_speculation(scenario: Scenario, batch=None, context_tokens=None, k=Non
     per_position = acceptance.per_position
     if per_position is None and alpha is None:
         alpha = np.asarray(acceptance.alphas)
-    decode = get_workload_step(hw, scenario.model, w, 1, scenario.timing, context_tokens, batch)
+    decode = get_step_cost(hw, scenario.model, w, 1, scenario.timing, context_tokens, batch)
     target_decode = decode.step_time_s
     draft_timing, verify_timing = _loop_timings(scenario, decode)
     # the first of the k draft steps follows the target's verify (the target's weights went through the caches in
@@ -228,7 +228,7 @@ def price_speculation(scenario: Scenario, batch=None, context_tokens=None, k=Non
         cold, warm, total = get_tree_draft_times_s(scenario, draft_timing, batch, context_tokens,
                                                    get_draft_step_time_s, decode)
         draft = total / np.maximum(k, 1)
-    verify_step = get_workload_step(hw, scenario.model, w, k + 1, verify_timing, context_tokens, batch)
+    verify_step = get_step_cost(hw, scenario.model, w, k + 1, verify_timing, context_tokens, batch)
     verify = verify_step.step_time_s
     if tree is not None:
         verify = verify + get_tree_mask_time_s(scenario, verify_timing, batch, k + 1)

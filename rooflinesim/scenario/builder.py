@@ -115,8 +115,7 @@ class Scenario:
         s = self.context_tokens if context_tokens is None else context_tokens
         q = np.asarray(k) + 1
         w = self.workload
-        fit = get_memory_fit(self.hardware, self.model, b, s, q, w.weight_dtype, w.kv_dtype, w.activation_dtype,
-                             w.attention, w.tensor_parallel, w.quant_group_size)
+        fit = get_memory_fit(self.hardware, self.model, w, q, b, s)
         fit = replace(fit, capacity_bytes=self.usable_memory_bytes)
         if self.drafter is not None and self.drafter.kind in HEAD_KINDS + ("head",):
             # a head's own weights (a Medusa head each per draft position); its one layer's KV cache is left out
