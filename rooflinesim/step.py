@@ -6,6 +6,7 @@ Everything is vectorised over the workload grid, so sweeps and the scalar `predi
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import cached_property
 
 import numpy as np
 
@@ -25,13 +26,21 @@ class StepCost:
 
     ops: list[OpCost]
     expected: list[OpTime]
-    roofline: list[OpTime]
+    hw: HardwareSpec  # whose peaks price the speed-of-light `roofline`
+    compute_dtype: str
     tokens: np.ndarray  # new tokens in the step (B x q)
     step_overhead_s: float  # the timing model's per-step dispatch
     sigmas: RelativeSigmas | None = None  # a measured model's relative errors; None: no interval (datasheet)
     #: what the engine adds to the step (`timing.engine`): kernel launches in its mode + the host time it waits for
     #: (0 under the ideal engine)
     engine_s: np.ndarray | float = 0.0
+
+    @cached_property
+    def roofline(self) -> list[OpTime]:
+        """Each op's speed-of-light time (the datasheet peaks, no overhead), priced when first asked for: most steps
+        the pricing runs need only their expected times."""
+        sol = DatasheetTiming.speed_of_light(self.hw)
+        return [get_op_time(sol, self.hw, op, self.compute_dtype) for op in self.ops]
 
     @property
     def step_time_s(self) -> np.ndarray:
@@ -163,7 +172,6 @@ def get_step_cost(hw: HardwareSpec, model: ModelSpec, workload: Workload, new_to
     timing = (timing or DatasheetTiming.expected(hw)).for_step(ops)  # a measured model reads the cache working set
     if hasattr(timing, "for_model"):  # a profile with this model's own terms (`calibrate --model`)
         timing = timing.for_model(model)
-    sol = DatasheetTiming.speed_of_light(hw)
     link_fraction = hw.efficiency.interconnect_fraction
     tokens = np.asarray(batch, dtype=float) * np.asarray(new_tokens, dtype=float)
     expected = [get_op_time(timing, hw, op, activation_dtype, link_fraction) for op in ops]
@@ -172,7 +180,8 @@ def get_step_cost(hw: HardwareSpec, model: ModelSpec, workload: Workload, new_to
     return StepCost(
         ops=ops,
         expected=expected,
-        roofline=[get_op_time(sol, hw, op, activation_dtype) for op in ops],
+        hw=hw,
+        compute_dtype=activation_dtype,
         tokens=tokens,
         step_overhead_s=step_overhead_s,
         sigmas=timing.get_relative_sigmas(activation_dtype),

@@ -7,6 +7,7 @@ Every function here is vectorised: B, S and q may be numpy arrays that broadcast
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from functools import cached_property
 
 import numpy as np
 
@@ -40,7 +41,7 @@ class OpCost:
     comm_bytes: np.ndarray  # message size of a collective (interconnect, not memory traffic)
     dims: dict = field(default_factory=dict, compare=False)
 
-    @property
+    @cached_property
     def bytes(self) -> np.ndarray:
         return self.weight_bytes + self.act_read_bytes + self.act_write_bytes + self.kv_read_bytes + self.kv_write_bytes
 
@@ -52,9 +53,13 @@ class OpCost:
 
 def make_op(name, kind, count, flops=0.0, weight=0.0, act_read=0.0, act_write=0.0, kv_read=0.0, kv_write=0.0, comm=0.0,
         **dims):
-    arrays = np.broadcast_arrays(
-        *(np.asarray(v, dtype=float) for v in (flops, weight, act_read, act_write, kv_read, kv_write, comm))
-    )
+    """An op whose seven quantities are float arrays of one shape (their broadcast)."""
+    arrays = [np.asarray(v, dtype=float) for v in (flops, weight, act_read, act_write, kv_read, kv_write, comm)]
+    shape = arrays[0].shape
+    if any(a.shape != shape for a in arrays):  # np.broadcast_arrays, without its per-call overhead
+        shape = np.broadcast_shapes(*(a.shape for a in arrays))
+        arrays = [a if a.shape == shape else np.full(shape, a.reshape(())) if a.size == 1 else np.broadcast_to(a, shape)
+                  for a in arrays]
     return OpCost(name, kind, count, *arrays, dims=dims)
 
 

@@ -14,7 +14,8 @@ from ..ops.op_cost import COLLECTIVE_KINDS
 from ..specs.registry import get_short_name
 from ..scenario.builder import Scenario, build_scenario
 from .sensitivity import add_intervals
-from .speculative import SpeculativeResult, analyse_speculation
+from .speculative import analyse_speculation
+from .speculative_result import SpeculativeResult
 from ..timing.datasheet_band import get_datasheet_band
 from ..specs.hardware import HardwareSpec
 from ..errors import InputError

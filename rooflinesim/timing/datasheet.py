@@ -40,6 +40,8 @@ class DatasheetTiming:
     compute_fraction_by_dtype: dict[str, float] = field(default_factory=dict)
     # share of the shorter of an op's compute and memory times hidden under the longer (1: the roofline's max)
     compute_memory_overlap: float = 1.0
+    #: (op kind, compute dtype) -> `_rates`, filled as ops are priced (not an input: `replace` starts a new one)
+    _rates_by_kind: dict = field(default_factory=dict, init=False, repr=False, compare=False)
 
     @classmethod
     def expected(cls, hw: HardwareSpec) -> "DatasheetTiming":
@@ -56,7 +58,13 @@ class DatasheetTiming:
         """This model with the linears run by a quantised kernel (None: the bf16 kernel's efficiency)."""
         return replace(self, quant_kernel=kernel)
 
-    def get_op_time(self, op: OpCost, compute_dtype: str) -> OpTime:
+    def _rates(self, op: OpCost, compute_dtype: str) -> tuple[float, float, float]:
+        """(achievable FLOP/s, achievable B/s, compute-memory overlap) of ops of this kind in `compute_dtype`; they
+        depend on the op's kind only, so each (kind, dtype) is worked out once per model."""
+        key = (op.kind, compute_dtype)
+        rates = self._rates_by_kind.get(key)
+        if rates is not None:
+            return rates
         fraction = self.compute_fraction
         if op.kind in MATMUL_KINDS:
             fraction = self.compute_fraction_by_dtype.get(compute_dtype, fraction)
@@ -68,9 +76,14 @@ class DatasheetTiming:
             bandwidth *= self.quant_kernel.memory_efficiency
             if self.quant_kernel.compute_memory_overlap is not None:
                 overlap = self.quant_kernel.compute_memory_overlap
+        rates = self._rates_by_kind[key] = (peak, bandwidth, overlap)
+        return rates
+
+    def get_op_time(self, op: OpCost, compute_dtype: str) -> OpTime:
+        peak, bandwidth, overlap = self._rates(op, compute_dtype)
         compute = op.count * op.flops / peak
         memory = op.count * op.bytes / bandwidth
-        overhead = np.full_like(compute, op.count * self.kernel_overhead_s)
+        overhead = np.full(np.shape(compute), op.count * self.kernel_overhead_s)
         # a kernel hides its loads under its math only partly when neither dominates (a prefill GEMM of a few hundred
         # tokens runs too few tiles to saturate either peak): the shorter time counts by (1 - overlap)
         hidden = overlap * np.minimum(compute, memory)

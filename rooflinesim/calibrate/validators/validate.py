@@ -37,7 +37,8 @@ from ...specs.registry import load_hardware, load_model
 from ...scenario.builder import Scenario, build_scenario
 from ...errors import InputError
 from ...acceptance.closed_form import get_expected_tokens
-from ...pricing.speculative import get_interval, price_speculation
+from ...pricing.speculative import price_speculation
+from ...pricing.speculative_result import get_interval
 from ...step import get_step_cost
 from ...timing import DatasheetTiming
 from ..reference import model as M
