@@ -43,14 +43,16 @@ def _percentiles(samples: list[float]) -> tuple[float, float, float]:
     return statistics.median(ordered), pick(0.1), pick(0.9)
 
 
-def time_calls(call, calls: int) -> list[float]:
+def time_calls(call, calls: int) -> tuple[list[float], list[float]]:
+    """Wall and CPU seconds of each call (on a shared machine the CPU time is the steadier figure)."""
     call()  # warm every cache once
-    samples = []
+    wall, cpu = [], []
     for _ in range(calls):
-        start = time.perf_counter()
+        start, start_cpu = time.perf_counter(), time.process_time()
         call()
-        samples.append(time.perf_counter() - start)
-    return samples
+        wall.append(time.perf_counter() - start)
+        cpu.append(time.process_time() - start_cpu)
+    return wall, cpu
 
 
 def breakdown(hw, model, batch, ctx, options, calls: int) -> dict[str, float]:
@@ -92,11 +94,11 @@ def main() -> None:
             continue
         hw_spec = specs.setdefault(hw, load_hardware(hw))
         model_spec = specs.setdefault(model, load_model(model))
-        samples = time_calls(lambda: rooflinesim.predict(hw_spec, model_spec, batch, ctx, **options), args.calls)
-        median, p10, p90 = _percentiles(samples)
+        wall, cpu = time_calls(lambda: rooflinesim.predict(hw_spec, model_spec, batch, ctx, **options), args.calls)
+        median, p10, p90 = _percentiles(wall)
         stages = breakdown(hw_spec, model_spec, batch, ctx, options, max(args.calls // 2, 1))
-        print(f"[{index}] {label}: predict() median {median * 1e3:.3f} ms (p10 {p10 * 1e3:.3f}, p90 "
-              f"{p90 * 1e3:.3f}) over {len(samples)} calls; "
+        print(f"[{index}] {label}: predict() median {median * 1e3:.3f} ms wall (p10 {p10 * 1e3:.3f}, p90 "
+              f"{p90 * 1e3:.3f}), {statistics.median(cpu) * 1e3:.3f} ms CPU, over {len(wall)} calls; "
               + ", ".join(f"{name} {t * 1e3:.3f} ms" for name, t in stages.items()))
         if args.profile:
             print(profile(hw_spec, model_spec, batch, ctx, options, max(args.calls // 4, 1)))

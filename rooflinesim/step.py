@@ -12,7 +12,8 @@ import numpy as np
 
 from .ops.op_cost import OpCost
 from .ops.step_ops import get_activation_bytes, get_kv_cache_bytes, get_step_ops
-from .timing import Z90, DatasheetTiming, OpTime, RelativeSigmas, TimingModel, get_op_family, get_op_time
+from .timing import Z90, DatasheetTiming, OpTime, RelativeSigmas, TimingModel, get_op_family
+from .timing.datasheet import get_ops_times
 from .timing.engine import get_engine_ops_s, get_engine_step_s
 from .specs.hardware import HardwareSpec
 from .errors import InputError
@@ -24,6 +25,7 @@ from .specs.workload import Workload
 class StepCost:
     """One forward step: its ops, each op's expected and speed-of-light time, and the totals."""
 
+    # the totals below are cached on first use (a summary reads each several times): treat them as read-only
     ops: list[OpCost]
     expected: list[OpTime]
     hw: HardwareSpec  # whose peaks price the speed-of-light `roofline`
@@ -40,9 +42,9 @@ class StepCost:
         """Each op's speed-of-light time (the datasheet peaks, no overhead), priced when first asked for: most steps
         the pricing runs need only their expected times."""
         sol = DatasheetTiming.speed_of_light(self.hw)
-        return [get_op_time(sol, self.hw, op, self.compute_dtype) for op in self.ops]
+        return get_ops_times(sol, self.hw, self.ops, self.compute_dtype)
 
-    @property
+    @cached_property
     def step_time_s(self) -> np.ndarray:
         return sum(t.time_s for t in self.expected) + self.step_overhead_s + self.engine_s
 
@@ -77,30 +79,30 @@ class StepCost:
         """Upper end of the 90 % prediction interval (s); None without one."""
         return None if self.sigmas is None else self.step_time_s * np.exp(Z90 * self.rel_sigma)
 
-    @property
+    @cached_property
     def roofline_step_time_s(self) -> np.ndarray:
         return sum(t.time_s for t in self.roofline)
 
     def _total(self, attribute: str) -> np.ndarray:
         return sum(op.count * getattr(op, attribute) for op in self.ops)
 
-    @property
+    @cached_property
     def flops(self) -> np.ndarray:
         return self._total("flops")
 
-    @property
+    @cached_property
     def bytes(self) -> np.ndarray:
         return self._total("bytes")
 
-    @property
+    @cached_property
     def weight_bytes(self) -> np.ndarray:
         return self._total("weight_bytes")
 
-    @property
+    @cached_property
     def kv_read_bytes(self) -> np.ndarray:
         return self._total("kv_read_bytes")
 
-    @property
+    @cached_property
     def kv_write_bytes(self) -> np.ndarray:
         return self._total("kv_write_bytes")
 
@@ -174,7 +176,7 @@ def get_step_cost(hw: HardwareSpec, model: ModelSpec, workload: Workload, new_to
         timing = timing.for_model(model)
     link_fraction = hw.efficiency.interconnect_fraction
     tokens = np.asarray(batch, dtype=float) * np.asarray(new_tokens, dtype=float)
-    expected = [get_op_time(timing, hw, op, activation_dtype, link_fraction) for op in ops]
+    expected = get_ops_times(timing, hw, ops, activation_dtype, link_fraction)
     step_overhead_s = timing.get_step_overhead_s(model.num_layers, activation_dtype)
     work_s = sum(t.time_s for t in expected) + step_overhead_s
     return StepCost(
@@ -195,7 +197,7 @@ def get_ops_time_s(hw: HardwareSpec, ops: list[OpCost], activation_dtype: str, t
     like a step's, plus the timing model's per-step dispatch overhead and the engine's launches (at `batch`)."""
     timing = timing.for_step(ops)
     link_fraction = hw.efficiency.interconnect_fraction
-    total = sum((get_op_time(timing, hw, op, activation_dtype, link_fraction).time_s for op in ops), np.asarray(0.0))
+    total = sum((t.time_s for t in get_ops_times(timing, hw, ops, activation_dtype, link_fraction)), np.asarray(0.0))
     return (total + timing.get_step_overhead_s(num_layers, activation_dtype)
             + get_engine_ops_s(timing, ops, num_layers, batch))
 

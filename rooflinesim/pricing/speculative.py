@@ -25,6 +25,7 @@ from ..ops.draft_heads import get_head_ops
 from ..scenario.drafting import get_self_draft_context, get_self_draft_model, get_tree_expected_tokens
 from .trees import get_tree_draft_times_s, get_tree_mask_time_s
 from ..ops.sections import get_acceptance_rule_ops, get_sampler_ops
+from ..ops.step_ops import get_step_ops
 from ..step import StepCost, get_ops_time_s, get_ratio_rel_sigma, get_rel_sigma, get_step_cost
 from ..timing import TimingModel, get_op_time
 from ..timing.engine import EngineTiming, with_role
@@ -193,14 +194,24 @@ def _interval(scenario: Scenario, decode: StepCost, verify: StepCost, k, draft, 
     }
 
 
+def _same(a: TimingModel, b: TimingModel) -> bool:
+    """Whether two timing models are equal (the same numbers for the same ops); False where their fields cannot be
+    compared (arrays)."""
+    try:
+        return a is b or bool(a == b)
+    except (TypeError, ValueError):
+        return False
+
+
 def _loop_timings(scenario: Scenario, decode) -> tuple[TimingModel, TimingModel]:
     """In a speculative loop the draft's and the target's weights both pass through the caches between steps: each
     is priced with the other's weights co-resident (a timing model without caches returns itself)."""
     timing = scenario.timing
     if scenario.drafter.kind != "model":
         return with_role(timing, "inner"), with_role(timing, "speculative")
-    draft_bytes = get_step_cost(scenario.hardware, scenario.drafter.model, scenario.draft_workload, 1, timing,
-                                    1, 1).weight_bytes
+    # the draft's weights one step reads (only its ops are needed, not their times)
+    draft_ops = get_step_ops(scenario.drafter.model, scenario.draft_workload, 1, batch=1, context_tokens=1)
+    draft_bytes = sum(op.count * op.weight_bytes for op in draft_ops)
     return (with_role(timing.with_co_resident(float(np.max(decode.weight_bytes))), "inner"),
             with_role(timing.with_co_resident(float(np.max(draft_bytes))), "speculative"))
 
@@ -229,7 +240,11 @@ def _price_loop(scenario: Scenario, batch, context_tokens, k) -> _LoopTimes:
     # between); the next k - 1 follow a draft step, so the draft's own weights may still be cached
     cold = get_draft_step_time_s(scenario, draft_timing, batch, context_tokens, decode,
                                  new_tokens=scenario.draft_first_step_tokens, first_step=True)
-    warm = get_draft_step_time_s(scenario, with_role(scenario.timing, "inner"), batch, context_tokens, decode)
+    warm_timing = with_role(scenario.timing, "inner")
+    if _same(warm_timing, draft_timing) and scenario.draft_first_step_tokens == 1 and scenario.drafter.kind != "eagle3":
+        warm = cold  # the same step priced the same way (only EAGLE-3's first step differs: it fuses the features)
+    else:
+        warm = get_draft_step_time_s(scenario, warm_timing, batch, context_tokens, decode)
     draft = (cold + np.maximum(k - 1, 0) * warm) / np.maximum(k, 1)
     tree = scenario.tree
     if tree is not None:  # depth draft forwards at their widths, spread over the k tree tokens (step = k x draft + ..)

@@ -90,6 +90,26 @@ class DatasheetTiming:
         total = compute + memory - hidden + overhead
         return OpTime(compute, memory, overhead, total, compute > memory)
 
+    def get_ops_times(self, ops: list[OpCost], compute_dtype: str) -> list[OpTime] | None:
+        """`get_op_time` of every op in one numpy evaluation over the stacked ops (the same arithmetic element by
+        element, so the same numbers); None when the ops' arrays differ in shape (price them one by one)."""
+        if not ops:
+            return []
+        shape = ops[0].flops.shape
+        if any(op.flops.shape != shape or op.bytes.shape != shape for op in ops):
+            return None
+        column = (-1,) + (1,) * len(shape)  # one row per op, broadcast over the grid
+        rates = np.array([self._rates(op, compute_dtype) for op in ops]).T
+        peak, bandwidth, overlap = (r.reshape(column) for r in rates)
+        counts = np.array([op.count for op in ops], dtype=float).reshape(column)
+        compute = counts * np.stack([op.flops for op in ops]) / peak
+        memory = counts * np.stack([op.bytes for op in ops]) / bandwidth
+        overhead = np.empty_like(compute)
+        overhead[...] = counts * self.kernel_overhead_s
+        total = compute + memory - overlap * np.minimum(compute, memory) + overhead
+        bound = compute > memory
+        return [OpTime(compute[i], memory[i], overhead[i], total[i], bound[i]) for i in range(len(ops))]
+
     def get_step_overhead_s(self, num_layers: int, compute_dtype: str) -> float:
         return num_layers * self.layer_latency_s
 
@@ -113,3 +133,16 @@ def get_op_time(timing: TimingModel, hw: HardwareSpec, op: OpCost, compute_dtype
     if op.kind in COLLECTIVE_KINDS:
         return get_collective_time(op, hw, interconnect_fraction)
     return timing.get_op_time(op, compute_dtype)
+
+
+def get_ops_times(timing: TimingModel, hw: HardwareSpec, ops: list[OpCost], compute_dtype: str,
+                  interconnect_fraction: float = 1.0) -> list[OpTime]:
+    """`get_op_time` of each op: the collectives by the interconnect, the others in one evaluation where the timing
+    model offers `get_ops_times` (the datasheet's), else one by one."""
+    batched = getattr(timing, "get_ops_times", None)
+    times = None if batched is None else batched([op for op in ops if op.kind not in COLLECTIVE_KINDS], compute_dtype)
+    if times is None:
+        return [get_op_time(timing, hw, op, compute_dtype, interconnect_fraction) for op in ops]
+    priced = iter(times)
+    return [get_collective_time(op, hw, interconnect_fraction) if op.kind in COLLECTIVE_KINDS else next(priced)
+            for op in ops]
