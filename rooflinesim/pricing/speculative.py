@@ -283,6 +283,13 @@ def _get_loop(scenario: Scenario, batch, context_tokens, k) -> _LoopTimes:
     return times
 
 
+def get_loop_decode(scenario: Scenario) -> StepCost:
+    """The target's decode step at the scenario's own batch and context axes, as its speculative loop prices it (once
+    per scenario point: `predict` summarises the same step)."""
+    return _get_loop(scenario, np.asarray(scenario.batch), np.asarray(scenario.context_tokens),
+                     np.asarray(scenario.k_values)).decode
+
+
 def price_speculation(scenario: Scenario, batch=None, context_tokens=None, k=None, alpha=None, *,
                       intervals: bool = True) -> SpeculativeGrid:
     """The whole speculative model over numpy-broadcast grids (batch, context, k, alpha arrays broadcast; each
