@@ -228,8 +228,8 @@ def get_memory_fit(hw: HardwareSpec, model: ModelSpec, workload: Workload, new_t
     q = np.asarray(new_tokens, dtype=float)
     return MemoryFit(
         weight_bytes=model.get_weight_bytes(w.weight_dtype, w.quant_group_size) / tp,
-        kv_cache_bytes=get_kv_cache_bytes(model, b, s + q, w.kv_dtype, tp),
-        activation_bytes=get_activation_bytes(model, b, q, s, w.activation_dtype, w.attention, tp),
+        kv_cache_bytes=get_kv_cache_bytes(model, w, b, s + q),
+        activation_bytes=get_activation_bytes(model, w, b, q, s),
         capacity_bytes=hw.memory_capacity_bytes,
     )
 

@@ -85,29 +85,29 @@ def get_kv_elements_per_token_per_layer_per_device(model: ModelSpec, tensor_para
     return 2 * get_local_width(model.num_kv_heads, tensor_parallel) * model.head_dim_resolved
 
 
-def get_kv_cache_bytes(model: ModelSpec, batch, tokens_per_sequence, kv_dtype: str, tensor_parallel: int = 1):
+def get_kv_cache_bytes(model: ModelSpec, workload: Workload, batch, tokens_per_sequence):
     """KV-cache memory on one device for `batch` sequences of `tokens_per_sequence` positions (sliding windows hold
-    only W)."""
+    only W), in the workload's KV dtype and sharding."""
     stored = get_kv_tokens_stored(0, tokens_per_sequence, model.sliding_window_tokens)
-    per_token = model.num_layers * get_kv_elements_per_token_per_layer_per_device(model, tensor_parallel)
-    return np.asarray(batch, dtype=float) * stored * per_token * get_dtype_bytes(kv_dtype)
+    per_token = model.num_layers * get_kv_elements_per_token_per_layer_per_device(model, workload.tensor_parallel)
+    return np.asarray(batch, dtype=float) * stored * per_token * get_dtype_bytes(workload.kv_dtype)
 
 
-def get_activation_bytes(model: ModelSpec, batch, new_tokens, context_tokens, activation_dtype: str,
-                         attention: str = "flash", tensor_parallel: int = 1):
-    """Peak transient activation memory of one step on one device (a working-set estimate, not an allocator trace).
+def get_activation_bytes(model: ModelSpec, workload: Workload, batch, new_tokens, context_tokens):
+    """Peak transient activation memory of one step of `batch` x `new_tokens` on `context_tokens` on one device, in
+    the workload's activation dtype, attention mode and sharding (a working-set estimate, not an allocator trace).
 
     The widest live tensors: the MLP's gate and up outputs (routed tokens x expert width for MoE), a few hidden-sized
     buffers, fp32 logits and, when unfused, one layer's materialised attention scores.
     """
-    a = get_dtype_bytes(activation_dtype)
-    tp = tensor_parallel
+    a = get_dtype_bytes(workload.activation_dtype)
+    tp = workload.tensor_parallel
     tokens = np.asarray(batch, dtype=float) * np.asarray(new_tokens, dtype=float)
     widest = model.intermediate_size
     if model.is_moe:
         widest = max(widest, model.moe.num_experts_per_token * model.moe.moe_intermediate_size)
     working = tokens * (2 * widest / tp + 4 * model.hidden_size) * a + tokens * model.vocab_size * 4
-    if attention == "unfused":
+    if workload.attention == "unfused":
         kv_tokens = get_kv_tokens_read(context_tokens, new_tokens, model.sliding_window_tokens)
         heads = model.num_attention_heads // tp
         working = working + np.asarray(batch, dtype=float) * heads * np.asarray(new_tokens) * kv_tokens * a

@@ -131,8 +131,7 @@ class Scenario:
             return fit
         d = self.draft_workload
         draft_weights = self.drafter.model.get_weight_bytes(d.weight_dtype, d.quant_group_size) / d.tensor_parallel
-        draft_kv = get_kv_cache_bytes(self.drafter.model, b, np.asarray(s, dtype=float) + q, d.kv_dtype,
-                                      d.tensor_parallel)
+        draft_kv = get_kv_cache_bytes(self.drafter.model, d, b, np.asarray(s, dtype=float) + q)
         return MemoryFit(fit.weight_bytes + draft_weights, fit.kv_cache_bytes + draft_kv, fit.activation_bytes,
                          fit.capacity_bytes)
 
