@@ -286,15 +286,15 @@ def _read_spec(path: Path) -> str:
     """`read_spec_text`, except that a shipped file (the package's own specs, which `list_models` and the default
     draft read on every call) is read again only when its size, mtime or inode changed. A user's file is always
     read: it may be rewritten within one timestamp tick at the same size."""
-    if path.parent not in _shipped_dirs():
-        return read_spec_text(path)
     key = str(path)
+    cached = _SHIPPED_TEXT.get(key)  # only shipped files are ever kept
+    if cached is None and path.parent not in _shipped_dirs():
+        return read_spec_text(path)
     try:
         stat = os.stat(key)
     except OSError:
         return read_spec_text(path)  # its one-line error
     signature = (stat.st_mtime_ns, stat.st_size, stat.st_ino)
-    cached = _SHIPPED_TEXT.get(key)
     if cached is not None and cached[0] == signature:
         return cached[1]
     text = read_spec_text(path)
@@ -349,7 +349,12 @@ def list_models() -> list[ModelSpec]:
 
 def _list(kind: str) -> list:
     """Every shipped spec of a kind (the index's files: already resolved, so they are loaded directly)."""
-    return [_load_file(p, kind) for p in sorted(set(_index(kind).values()))]
+    return [_load_file(p, kind) for p in _index_files(kind)]
+
+
+@lru_cache(maxsize=None)
+def _index_files(kind: str) -> tuple[Path, ...]:
+    return tuple(sorted(set(_index(kind).values())))
 
 
 def get_short_name(spec: HardwareSpec | ModelSpec) -> str:
