@@ -6,13 +6,14 @@ Everything is vectorised over the workload grid, so sweeps and the scalar `predi
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import cached_property
 
 import numpy as np
 
 from .ops.op_cost import OpCost
 from .ops.step_ops import get_activation_bytes, get_kv_cache_bytes, get_step_ops
-from .units import DEFAULT_QUANT_GROUP_SIZE
-from .timing import Z90, DatasheetTiming, OpTime, RelativeSigmas, TimingModel, get_op_family, get_op_time
+from .timing import Z90, DatasheetTiming, OpTime, RelativeSigmas, TimingModel, get_op_family
+from .timing.datasheet import get_ops_times
 from .timing.engine import get_engine_ops_s, get_engine_step_s
 from .specs.hardware import HardwareSpec
 from .errors import InputError
@@ -24,9 +25,11 @@ from .specs.workload import Workload
 class StepCost:
     """One forward step: its ops, each op's expected and speed-of-light time, and the totals."""
 
+    # the totals below are cached on first use (a summary reads each several times): treat them as read-only
     ops: list[OpCost]
     expected: list[OpTime]
-    roofline: list[OpTime]
+    hw: HardwareSpec  # whose peaks price the speed-of-light `roofline`
+    compute_dtype: str
     tokens: np.ndarray  # new tokens in the step (B x q)
     step_overhead_s: float  # the timing model's per-step dispatch
     sigmas: RelativeSigmas | None = None  # a measured model's relative errors; None: no interval (datasheet)
@@ -34,7 +37,14 @@ class StepCost:
     #: (0 under the ideal engine)
     engine_s: np.ndarray | float = 0.0
 
-    @property
+    @cached_property
+    def roofline(self) -> list[OpTime]:
+        """Each op's speed-of-light time (the datasheet peaks, no overhead), priced when first asked for: most steps
+        the pricing runs need only their expected times."""
+        sol = DatasheetTiming.speed_of_light(self.hw)
+        return get_ops_times(sol, self.hw, self.ops, self.compute_dtype)
+
+    @cached_property
     def step_time_s(self) -> np.ndarray:
         return sum(t.time_s for t in self.expected) + self.step_overhead_s + self.engine_s
 
@@ -69,30 +79,30 @@ class StepCost:
         """Upper end of the 90 % prediction interval (s); None without one."""
         return None if self.sigmas is None else self.step_time_s * np.exp(Z90 * self.rel_sigma)
 
-    @property
+    @cached_property
     def roofline_step_time_s(self) -> np.ndarray:
         return sum(t.time_s for t in self.roofline)
 
     def _total(self, attribute: str) -> np.ndarray:
         return sum(op.count * getattr(op, attribute) for op in self.ops)
 
-    @property
+    @cached_property
     def flops(self) -> np.ndarray:
         return self._total("flops")
 
-    @property
+    @cached_property
     def bytes(self) -> np.ndarray:
         return self._total("bytes")
 
-    @property
+    @cached_property
     def weight_bytes(self) -> np.ndarray:
         return self._total("weight_bytes")
 
-    @property
+    @cached_property
     def kv_read_bytes(self) -> np.ndarray:
         return self._total("kv_read_bytes")
 
-    @property
+    @cached_property
     def kv_write_bytes(self) -> np.ndarray:
         return self._total("kv_write_bytes")
 
@@ -148,44 +158,32 @@ def get_ratio_rel_sigma(num_parts: dict, num_s, den_parts: dict, den_s, sigmas: 
     return np.sqrt(fit + noise)
 
 
-def get_step_cost(
-    hw: HardwareSpec,
-    model: ModelSpec,
-    batch,
-    context_tokens,
-    new_tokens,
-    weight_dtype: str = "bf16",
-    kv_dtype: str = "bf16",
-    activation_dtype: str = "bf16",
-    attention: str = "flash",
-    logits_for_all_tokens: bool = True,
-    timing: TimingModel | None = None,
-    tensor_parallel: int = 1,
-    quant_group_size: int = DEFAULT_QUANT_GROUP_SIZE,
-    sampling: bool = False,
-) -> StepCost:
-    """Cost of one forward step of B sequences adding q tokens on S cached ones (arrays broadcast); `sampling` adds
-    the sampler over its logits.
+def get_step_cost(hw: HardwareSpec, model: ModelSpec, workload: Workload, new_tokens, timing: TimingModel | None = None,
+                  context_tokens=None, batch=None, logits_for_all_tokens: bool = True) -> StepCost:
+    """Cost of one forward step of `batch` sequences (default the workload's) adding `new_tokens` each on
+    `context_tokens` (default the workload's) cached ones, in the workload's dtypes, attention mode, sharding and
+    quantisation; arrays broadcast, so one call prices a grid. The workload's `sampling` adds the sampler over its
+    logits; `timing` defaults to the spec's datasheet roofline.
 
     With tensor parallelism the ops are one device's share plus the collectives; all devices run in lockstep.
     """
-    ops = get_step_ops(
-        model, batch, context_tokens, new_tokens, weight_dtype, kv_dtype, activation_dtype, attention,
-        logits_for_all_tokens, tensor_parallel, quant_group_size, sampling,
-    )
+    batch = workload.batch if batch is None else batch
+    activation_dtype = workload.activation_dtype
+    ops = get_step_ops(model, workload, new_tokens, batch=batch, context_tokens=context_tokens,
+                       logits_for_all_tokens=logits_for_all_tokens)
     timing = (timing or DatasheetTiming.expected(hw)).for_step(ops)  # a measured model reads the cache working set
     if hasattr(timing, "for_model"):  # a profile with this model's own terms (`calibrate --model`)
         timing = timing.for_model(model)
-    sol = DatasheetTiming.speed_of_light(hw)
     link_fraction = hw.efficiency.interconnect_fraction
     tokens = np.asarray(batch, dtype=float) * np.asarray(new_tokens, dtype=float)
-    expected = [get_op_time(timing, hw, op, activation_dtype, link_fraction) for op in ops]
+    expected = get_ops_times(timing, hw, ops, activation_dtype, link_fraction)
     step_overhead_s = timing.get_step_overhead_s(model.num_layers, activation_dtype)
     work_s = sum(t.time_s for t in expected) + step_overhead_s
     return StepCost(
         ops=ops,
         expected=expected,
-        roofline=[get_op_time(sol, hw, op, activation_dtype) for op in ops],
+        hw=hw,
+        compute_dtype=activation_dtype,
         tokens=tokens,
         step_overhead_s=step_overhead_s,
         sigmas=timing.get_relative_sigmas(activation_dtype),
@@ -199,7 +197,7 @@ def get_ops_time_s(hw: HardwareSpec, ops: list[OpCost], activation_dtype: str, t
     like a step's, plus the timing model's per-step dispatch overhead and the engine's launches (at `batch`)."""
     timing = timing.for_step(ops)
     link_fraction = hw.efficiency.interconnect_fraction
-    total = sum((get_op_time(timing, hw, op, activation_dtype, link_fraction).time_s for op in ops), np.asarray(0.0))
+    total = sum((t.time_s for t in get_ops_times(timing, hw, ops, activation_dtype, link_fraction)), np.asarray(0.0))
     return (total + timing.get_step_overhead_s(num_layers, activation_dtype)
             + get_engine_ops_s(timing, ops, num_layers, batch))
 
@@ -220,40 +218,19 @@ class MemoryFit:
         return self.total_bytes <= self.capacity_bytes
 
 
-def get_memory_fit(
-    hw: HardwareSpec, model: ModelSpec, batch, context_tokens, new_tokens, weight_dtype, kv_dtype, activation_dtype,
-    attention: str = "flash", tensor_parallel: int = 1, quant_group_size: int = DEFAULT_QUANT_GROUP_SIZE,
-) -> MemoryFit:
-    """Per device: its share of the weights + KV cache for B x (S + q) positions + the step's activations."""
-    s, q = np.asarray(context_tokens, dtype=float), np.asarray(new_tokens, dtype=float)
+def get_memory_fit(hw: HardwareSpec, model: ModelSpec, workload: Workload, new_tokens=1, batch=None,
+                   context_tokens=None) -> MemoryFit:
+    """Per device: its share of the weights + KV cache for B x (S + q) positions + the step's activations, for
+    `batch` and `context_tokens` (default the workload's) in the workload's dtypes, attention and sharding."""
+    w, tp = workload, workload.tensor_parallel
+    b = w.batch if batch is None else batch
+    s = np.asarray(w.context_tokens if context_tokens is None else context_tokens, dtype=float)
+    q = np.asarray(new_tokens, dtype=float)
     return MemoryFit(
-        weight_bytes=model.get_weight_bytes(weight_dtype, quant_group_size) / tensor_parallel,
-        kv_cache_bytes=get_kv_cache_bytes(model, batch, s + q, kv_dtype, tensor_parallel),
-        activation_bytes=get_activation_bytes(model, batch, q, s, activation_dtype, attention, tensor_parallel),
+        weight_bytes=model.get_weight_bytes(w.weight_dtype, w.quant_group_size) / tp,
+        kv_cache_bytes=get_kv_cache_bytes(model, w, b, s + q),
+        activation_bytes=get_activation_bytes(model, w, b, q, s),
         capacity_bytes=hw.memory_capacity_bytes,
-    )
-
-
-def get_workload_step(hw, model, workload: Workload, new_tokens, timing, context_tokens=None, batch=None,
-                      logits_for_all_tokens=True) -> StepCost:
-    """The step model for this workload's dtypes and attention mode, at any (batch, context, new tokens) grid."""
-    return get_step_cost(
-        hw, model,
-        workload.batch if batch is None else batch,
-        workload.context_tokens if context_tokens is None else context_tokens,
-        new_tokens,
-        workload.weight_dtype, workload.kv_dtype, workload.activation_dtype, workload.attention,
-        logits_for_all_tokens=logits_for_all_tokens, timing=timing, tensor_parallel=workload.tensor_parallel,
-        quant_group_size=workload.quant_group_size, sampling=workload.sampling,
-    )
-
-
-def get_workload_memory_fit(hw, model, workload: Workload, new_tokens=1, batch=None, context_tokens=None) -> MemoryFit:
-    return get_memory_fit(
-        hw, model, workload.batch if batch is None else batch,
-        workload.context_tokens if context_tokens is None else context_tokens, new_tokens, workload.weight_dtype,
-        workload.kv_dtype, workload.activation_dtype, workload.attention, workload.tensor_parallel,
-        workload.quant_group_size,
     )
 
 

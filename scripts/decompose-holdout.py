@@ -26,7 +26,7 @@ from rooflinesim.calibrate.reference import model as M  # noqa: E402
 from rooflinesim.specs.profiles import load_profile  # noqa: E402
 from rooflinesim.calibrate.measure.timers import get_torch_dtype, select_device  # noqa: E402
 from rooflinesim.scenario.builder import build_scenario  # noqa: E402
-from rooflinesim.step import get_workload_step  # noqa: E402
+from rooflinesim.step import get_step_cost  # noqa: E402
 from rooflinesim.units import MILLI  # noqa: E402
 
 
@@ -90,7 +90,7 @@ def main() -> int:
             for context in (int(c) for c in args.context.split(",")):
                 sc = build_scenario(hw, spec, batch, context, weight_dtype=args.dtype, kv_dtype=args.dtype,
                                     activation_dtype=args.dtype, speculative=False, allow_long_context=True)
-                step = get_workload_step(sc.hardware, spec, sc.workload, 1, sc.timing, context, batch)
+                step = get_step_cost(sc.hardware, spec, sc.workload, 1, sc.timing, context, batch)
                 with torch.inference_mode():
                     fn, reset = factory(batch, context)
                     fn()  # warm-up

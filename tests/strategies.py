@@ -65,7 +65,7 @@ attention_modes = st.sampled_from(("flash", "unfused"))
 
 @st.composite
 def workloads(draw) -> dict:
-    """Keyword arguments for rooflinesim.step.get_step_cost (besides hw and model)."""
+    """A workload as keyword arguments: the `Workload` fields plus `new_tokens` (the step's q)."""
     weight_dtype = draw(st.sampled_from(STORAGE_DTYPES))
     return dict(
         batch=draw(batches),

@@ -7,6 +7,7 @@ from hypothesis import strategies as st
 
 import rooflinesim
 from rooflinesim import load_hardware, load_model
+from rooflinesim.specs.workload import Workload
 from rooflinesim.ops.op_cost import get_expected_experts_touched
 from rooflinesim.ops.step_ops import get_step_ops
 from rooflinesim.scenario.builder import build_scenario
@@ -25,8 +26,8 @@ def _ops(ops):
 
 def test_tp2_halves_weights_and_adds_two_allreduces_per_layer():
     model = load_model("llama-3.1-70b")
-    one = _ops(get_step_ops(model, 8, 4096, 1))
-    two = _ops(get_step_ops(model, 8, 4096, 1, tensor_parallel=2))
+    one = _ops(get_step_ops(model, Workload(batch=8, context_tokens=4096), 1))
+    two = _ops(get_step_ops(model, Workload(batch=8, context_tokens=4096, tensor_parallel=2), 1))
     for name in ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj", "lm_head"):
         assert float(two[name].weight_bytes) == pytest.approx(float(one[name].weight_bytes) / 2), name
         assert float(two[name].flops) == pytest.approx(float(one[name].flops) / 2), name
@@ -39,7 +40,7 @@ def test_tp2_halves_weights_and_adds_two_allreduces_per_layer():
 
 def test_allreduce_cost_by_hand():
     hw = load_hardware("h100")  # see the spec's interconnect block and timing/collectives.py
-    step = get_step_cost(hw, load_model("llama-3.1-70b"), 8, 4096, 1, tensor_parallel=4)
+    step = get_step_cost(hw, load_model("llama-3.1-70b"), Workload(batch=8, context_tokens=4096, tensor_parallel=4), 1)
     op, t = next((op, t) for op, t in zip(step.ops, step.roofline) if op.name == "attn_allreduce")
     message = 8 * 8192 * 2  # 128 KiB over 4 GPUs, roofline (link fraction 1)
     one_shot = 3.3e-6 + 3 * 0.3e-6 + 3 * message / 62e9  # 10.54 us: p2p kernel
@@ -50,8 +51,8 @@ def test_allreduce_cost_by_hand():
 
 def test_kv_heads_are_replicated_when_tp_exceeds_them():
     model = load_model("llama-3.1-70b")  # 8 KV heads
-    tp16 = _ops(get_step_ops(model, 1, 4096, 1, tensor_parallel=16))
-    tp8 = _ops(get_step_ops(model, 1, 4096, 1, tensor_parallel=8))
+    tp16 = _ops(get_step_ops(model, Workload(batch=1, context_tokens=4096, tensor_parallel=16), 1))
+    tp8 = _ops(get_step_ops(model, Workload(batch=1, context_tokens=4096, tensor_parallel=8), 1))
     assert float(tp16["attention"].kv_read_bytes) == float(tp8["attention"].kv_read_bytes)
 
 
@@ -59,11 +60,12 @@ def test_kv_heads_are_replicated_when_tp_exceeds_them():
 @given(hw=hardware_names, model=model_names, w=workloads())
 def test_tp1_has_no_collectives_and_tp2_halves_every_sharded_linear(hw, model, w):
     hw, model = load_hardware(hw), load_model(model)
-    tp1 = get_step_cost(hw, model, tensor_parallel=1, **w)
+    q = w.pop("new_tokens")
+    tp1 = get_step_cost(hw, model, Workload(tensor_parallel=1, **w), q)
     assert not [op for op in tp1.ops if op.kind in ("allreduce", "allgather")]
     if model.num_attention_heads % 2 or model.num_kv_heads % 2 or model.is_mla:
         return
-    tp2 = {op.name: op for op in get_step_cost(hw, model, tensor_parallel=2, **w).ops}
+    tp2 = {op.name: op for op in get_step_cost(hw, model, Workload(tensor_parallel=2, **w), q).ops}
     for op in tp1.ops:  # Megatron layout: every projection's weight is split in two (vocab rounded up)
         if op.kind == "linear" and op.name in tp2 and op.name not in ("router", "lm_head"):
             assert float(np.max(tp2[op.name].weight_bytes)) * 2 == pytest.approx(float(np.max(op.weight_bytes)))
@@ -110,7 +112,7 @@ def test_mixtral_batch1_decode_reads_2_of_8_experts_and_large_batches_read_all()
     model = load_model("mixtral-8x7b")
     expert_bytes = 3 * 4096 * 14336 * 2  # gate + up + down of one expert in bf16
     for tokens, experts in ((1, 2.0), (4096, 8.0)):
-        ops = _ops(get_step_ops(model, tokens, 0 if tokens > 1 else 1024, 1))
+        ops = _ops(get_step_ops(model, Workload(batch=tokens, context_tokens=0 if tokens > 1 else 1024), 1))
         read = sum(float(ops[n].weight_bytes) for n in ("experts_gate_proj", "experts_up_proj", "experts_down_proj"))
         assert read == pytest.approx(experts * expert_bytes, rel=1e-6)
     # by hand: 2 tokens touch 8 x (1 - (6/8)^2) = 3.5 experts
@@ -154,8 +156,8 @@ def test_moe_speculation_vs_a_dense_model_of_the_same_active_size():
     assert np.all(np.diff(moe_s[:5]) > 0)  # batch 1 -> 16: the expert-read penalty of verify fades
     assert np.all(np.diff(dense_s) < 0)  # dense: verify turns compute-bound as the batch grows
     assert moe_s[-1] > dense_s[-1]
-    decode_moe = get_step_cost(hw, moe, 1, 4096, 1, tensor_parallel=2).step_time_s
-    decode_dense = get_step_cost(hw, dense, 1, 4096, 1, tensor_parallel=2).step_time_s
+    decode_moe = get_step_cost(hw, moe, Workload(batch=1, context_tokens=4096, tensor_parallel=2), 1).step_time_s
+    decode_dense = get_step_cost(hw, dense, Workload(batch=1, context_tokens=4096, tensor_parallel=2), 1).step_time_s
     assert float(decode_moe) == pytest.approx(float(decode_dense), rel=0.03)
 
 
@@ -167,7 +169,7 @@ def test_mla_caches_a_compressed_latent():
     assert model.get_kv_bytes_per_token("bf16") == 27 * (512 + 64) * 2
     mha_equivalent = 27 * 2 * 16 * 128 * 2
     assert mha_equivalent / model.get_kv_bytes_per_token("bf16") == pytest.approx(7.11, rel=0.01)
-    ops = _ops(get_step_ops(model, 1, 8192, 1))
+    ops = _ops(get_step_ops(model, Workload(batch=1, context_tokens=8192), 1))
     attn = ops["attention"]
     assert float(attn.kv_read_bytes) == 8193 * 576 * 2  # one latent per token, shared by all 16 heads
     # absorbed form: per head and key, 2 x 576 (scores) + 2 x 512 (values) + softmax
@@ -191,12 +193,12 @@ def test_mla_and_moe_predict_end_to_end():
 
 def test_weight_only_quantisation_bytes_and_dequant_flops():
     model = load_model("llama-3.1-8b")
-    bf16 = _ops(get_step_ops(model, 1, 0, 1, "bf16"))
-    int4 = _ops(get_step_ops(model, 1, 0, 1, "int4", quant_group_size=64))
+    bf16 = _ops(get_step_ops(model, Workload(batch=1, context_tokens=0, weight_dtype="bf16"), 1))
+    int4 = _ops(get_step_ops(model, Workload(batch=1, context_tokens=0, weight_dtype="int4", quant_group_size=64), 1))
     w = 4096 * 14336
     assert float(int4["down_proj"].weight_bytes) == pytest.approx(w * (0.5 + 2.5 / 64))
     assert float(int4["down_proj"].flops) == pytest.approx(float(bf16["down_proj"].flops) + 2 * w)
-    int8 = _ops(get_step_ops(model, 1, 0, 1, "int8"))
+    int8 = _ops(get_step_ops(model, Workload(batch=1, context_tokens=0, weight_dtype="int8"), 1))
     assert float(int8["down_proj"].weight_bytes) == pytest.approx(w * (1 + 2 / 128))
 
 

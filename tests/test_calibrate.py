@@ -13,6 +13,7 @@ import numpy as np
 import pytest
 
 from rooflinesim.step import get_step_cost
+from rooflinesim.specs.workload import Workload
 
 from .synthetic_profiles import make_profile, with_cache
 
@@ -105,7 +106,7 @@ def test_speculative_loop_prices_the_first_draft_step_cold_and_the_rest_warm():
     timing = scenario.timing
     grid = price_speculation(scenario, 1, 1024, np.array([1, 4]), 0.8)
     target = scenario.model
-    target_bytes = float(get_step_cost(hw, target, 1, 1024, 1, "fp32", "fp32", "fp32", timing=timing).weight_bytes)
+    target_bytes = float(get_step_cost(hw, target, Workload.in_dtype("fp32", 1, 1024), 1, timing=timing).weight_bytes)
     warm = float(get_draft_step_time_s(scenario, timing, 1, 1024))
     cold = float(get_draft_step_time_s(scenario, timing.with_co_resident(target_bytes), 1, 1024))
     assert cold > 1.2 * warm

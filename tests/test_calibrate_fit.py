@@ -13,6 +13,7 @@ import numpy as np
 import pytest
 
 from rooflinesim.calibrate.fitting.fit import fit_affine, fit_roofline
+from rooflinesim.specs.workload import Workload
 from rooflinesim.timing.measured import MeasuredTiming
 from rooflinesim.calibrate.fitting.plan import synthetic_spec
 from rooflinesim.ops.step_ops import get_step_ops
@@ -82,12 +83,12 @@ def test_warm_tables_make_cached_small_linears_grow_with_m_and_never_above_cold(
         (10e-6 + 2 * 16 * 256 * 512 / 50e9) / 5e-6)
     tiny = synthetic_spec("tiny", 256, 4, 2, 512, layers=2, vocab=64)  # ~2 MB of fp32 weights: fully warm
     for m in (1, 5, 16, 64):
-        ops = get_step_ops(tiny, m, 64, 1, "fp32", "fp32", "fp32")
+        ops = get_step_ops(tiny, Workload.in_dtype("fp32", 1, 64), 1, batch=m)
         gate = next(op for op in ops if op.name == "gate_proj")
         old = float(before.for_step(ops).get_op_time(gate, "fp32").time_s) / gate.count
         cold = float(MeasuredTiming.from_spec(make_profile()).for_step(ops).get_op_time(gate, "fp32").time_s)
         cold /= gate.count
-        ops1 = get_step_ops(tiny, 1, 64, 1, "fp32", "fp32", "fp32")
+        ops1 = get_step_ops(tiny, Workload.in_dtype("fp32", 1, 64), 1)
         one = float(before.for_step(ops1).get_op_time(next(op for op in ops1 if op.name == "gate_proj"), "fp32").time_s)
         one /= gate.count
         growth = float(get_warm_growth(timing.models["fp32"].warm, m, 256, 512))
@@ -97,7 +98,7 @@ def test_warm_tables_make_cached_small_linears_grow_with_m_and_never_above_cold(
         if m == 1:
             assert got == pytest.approx(old)
     small = load_model("tiny-draft-2l")
-    big = get_step_ops(small, 1, 128, 1, "fp32", "fp32", "fp32")
+    big = get_step_ops(small, Workload.in_dtype("fp32", 1, 128), 1)
     head = next(op for op in big if op.name == "lm_head")
     assert float(timing.with_co_resident(2e9).for_step(big).get_op_time(head, "fp32").time_s) == pytest.approx(
         float(before.with_co_resident(2e9).for_step(big).get_op_time(head, "fp32").time_s))
@@ -138,7 +139,7 @@ def test_fit_overheads_recovers_scale_and_dispatch_from_synthetic_decoders():
     for name, batch, q in configs:
         spec = get_decoder_spec(name)
         per_op = sum(float(timing.get_op_time(op, "fp32").time_s)
-                     for op in get_step_ops(spec, batch, DECODER_CONTEXT, q, "fp32", "fp32", "fp32"))
+                     for op in get_step_ops(spec, Workload.in_dtype("fp32", batch, DECODER_CONTEXT), q))
         true = true_scale * per_op + spec.num_layers * per_layer + per_step
         results.add(DecoderKey(name, batch, q), Timing(tuple(true * rng.lognormal(0, 0.002, 5))))
     fitted = fit_overheads("fp32", profile, results)
@@ -169,7 +170,7 @@ def test_fit_overheads_separates_the_in_model_layer_cost_from_the_scale(in_model
             block = not name.startswith("overhead")
             for batch, q in ((1, 1), (4, 1), (1, 5)) if block else ((1, 1), (1, 4)):
                 per_op = sum(float(timing.get_op_time(op, "fp32").time_s)
-                             for op in get_step_ops(spec, batch, DECODER_CONTEXT, q, "fp32", "fp32", "fp32"))
+                             for op in get_step_ops(spec, Workload.in_dtype("fp32", batch, DECODER_CONTEXT), q))
                 true = 1.1 * per_op + spec.num_layers * (120e-6 + block * in_model_layer_s) + 40e-6
                 results.add(DecoderKey(name, batch, q), Timing(tuple(true * rng.lognormal(0, 0.002, 5))))
         return results
@@ -226,7 +227,7 @@ def test_fit_overheads_leaves_out_decoders_the_cache_curve_prices_warm():
         for name in ("overhead-2l", "overhead-8l") + names:
             spec = get_decoder_spec(name)
             for batch, q in ((1, 1), (1, 4)) if name.startswith("overhead") else ((1, 1), (8, 1)):
-                ops = get_step_ops(spec, batch, DECODER_CONTEXT, q, "fp32", "fp32", "fp32")
+                ops = get_step_ops(spec, Workload.in_dtype("fp32", batch, DECODER_CONTEXT), q)
                 step = timing.for_step(ops)
                 per_op = sum(float(step.get_op_time(op, "fp32").time_s) for op in ops)
                 scale = 1.6 if name == "block-384" else 1.2  # the warm one runs slower than its curve says
@@ -242,7 +243,7 @@ def test_fit_overheads_leaves_out_decoders_the_cache_curve_prices_warm():
     for name in ("overhead-2l", "overhead-8l", "block-384", "block-1536"):  # one row per mid-size decoder: none left out
         spec = get_decoder_spec(name)
         for batch, q in ((1, 1), (1, 4)) if name.startswith("overhead") else ((1, 1),):
-            ops = get_step_ops(spec, batch, DECODER_CONTEXT, q, "fp32", "fp32", "fp32")
+            ops = get_step_ops(spec, Workload.in_dtype("fp32", batch, DECODER_CONTEXT), q)
             per_op = sum(float(timing.for_step(ops).get_op_time(op, "fp32").time_s) for op in ops)
             extra = 1.6 if name == "block-384" else 1.2
             smoke.add(DecoderKey(name, batch, q), Timing((extra * per_op + spec.num_layers * 1e-4 + 5e-5,)))

@@ -17,7 +17,7 @@ from rooflinesim.calibrate.reference import model as M  # noqa: E402
 from rooflinesim.calibrate.fitting.plan import synthetic_spec  # noqa: E402
 from rooflinesim.specs.profiles import load_profile  # noqa: E402
 from rooflinesim.scenario.builder import build_scenario  # noqa: E402
-from rooflinesim.step import get_workload_step  # noqa: E402
+from rooflinesim.step import get_step_cost  # noqa: E402
 
 SPEC = synthetic_spec("tiny-decompose", 64, 4, 2, 96, layers=3, vocab=500)
 
@@ -26,7 +26,7 @@ def _step(spec, batch=2, context=16):
     hw = load_profile(Path(__file__).resolve().parent / "data" / "profiles" / "cpu-amd-epyc-2c-quick.yaml")
     sc = build_scenario(hw, spec, batch, context, weight_dtype="fp32", kv_dtype="fp32", activation_dtype="fp32",
                         speculative=False, allow_long_context=True)
-    return get_workload_step(sc.hardware, spec, sc.workload, 1, sc.timing, context, batch)
+    return get_step_cost(sc.hardware, spec, sc.workload, 1, sc.timing, context, batch)
 
 
 @pytest.mark.parametrize("name, bucket", [

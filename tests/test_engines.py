@@ -17,7 +17,7 @@ from rooflinesim.scenario.builder import build_scenario
 from rooflinesim.specs.base import SpecError
 from rooflinesim.specs.engine import EngineSpec
 from rooflinesim.specs.registry import list_engines, list_hardware, load_engine
-from rooflinesim.step import get_workload_step
+from rooflinesim.step import get_step_cost
 from rooflinesim.timing.engine import EngineTiming, with_role
 
 ENGINES = [e.short_name for e in list_engines()]
@@ -32,7 +32,7 @@ def _engine(name: str, **blocks) -> EngineSpec:
 
 def _decode_s(engine, hw="h100", batch=1, ctx=512, model="llama-3.1-8b"):
     s = build_scenario(hw, model, batch, ctx, speculative=False, engine=engine)
-    return float(np.asarray(get_workload_step(s.hardware, s.model, s.workload, 1, s.timing).step_time_s).reshape(-1)[0])
+    return float(np.asarray(get_step_cost(s.hardware, s.model, s.workload, 1, s.timing).step_time_s).reshape(-1)[0])
 
 
 def test_shipped_profiles_load_and_name_every_source():
@@ -162,7 +162,7 @@ def test_a_faster_gpu_is_never_priced_slower(engine, pair, batch, ctx, model, ne
     times = []
     for hw in (fast, slow):
         s = build_scenario(hw, model, batch, ctx, speculative=False, engine=spec, allow_long_context=True)
-        times.append(float(np.max(get_workload_step(s.hardware, s.model, s.workload, new_tokens, s.timing).step_time_s)))
+        times.append(float(np.max(get_step_cost(s.hardware, s.model, s.workload, new_tokens, s.timing).step_time_s)))
     assert times[0] <= times[1] * (1 + 1e-9)
 
 

@@ -13,6 +13,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from rooflinesim.calibrate.fitting.merge import merge_profiles
+from rooflinesim.specs.workload import Workload
 from rooflinesim.pricing.predict import predict
 from rooflinesim.specs.profiles import get_host_cpu_model, get_host_notice, write_profile
 from rooflinesim.scenario.builder import build_scenario
@@ -100,7 +101,7 @@ def test_the_interval_is_the_documented_root_sum_square():
 
     hw = with_spread(make_profile(), 0.25, drift=0.05)
     timing = get_timing_model(hw)
-    step = get_step_cost(hw, load_model("tiny-llama-123m"), 2, 512, 1, "fp32", "fp32", "fp32", timing=timing)
+    step = get_step_cost(hw, load_model("tiny-llama-123m"), Workload.in_dtype("fp32", 2, 512), 1, timing=timing)
     sig = timing.get_relative_sigmas("fp32")
     parts = [sig.by_family["linear" if op.kind == "linear" else "attention" if op.kind == "attention" else
                            "elementwise"] * float(t.time_s) for op, t in zip(step.ops, step.expected)]

@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 
 from rooflinesim.timing.measured import MeasuredTiming
+from rooflinesim.specs.workload import Workload
 from rooflinesim.ops.step_ops import get_step_ops
 from rooflinesim.specs.registry import load_model
 from rooflinesim.errors import InputError
@@ -56,7 +57,7 @@ def test_linear_is_vectorised_over_m():
 
 def test_unmeasured_dtype_is_an_error():
     timing = MeasuredTiming.from_spec(make_profile(("fp32",)))
-    op = get_step_ops(load_model("tiny-llama-123m"), 1, 128, 1, "bf16", "bf16", "bf16")[2]
+    op = get_step_ops(load_model("tiny-llama-123m"), Workload.in_dtype("bf16", 1, 128), 1)[2]
     with pytest.raises(InputError, match="measured fp32 only, not bf16"):
         timing.get_op_time(op, "bf16")
 
@@ -64,7 +65,7 @@ def test_unmeasured_dtype_is_an_error():
 def test_measured_timing_prices_every_op_of_a_step():
     hw = make_profile()
     timing = MeasuredTiming.from_spec(hw)
-    for op in get_step_ops(load_model("tiny-llama-123m"), np.array([1, 8]), 1024, 5, "fp32", "fp32", "fp32"):
+    for op in get_step_ops(load_model("tiny-llama-123m"), Workload.in_dtype("fp32", 1, 1024), 5, batch=np.array([1, 8])):
         t = timing.get_op_time(op, "fp32")
         assert t.time_s.shape == (2,) and np.all(t.time_s > 0), op.name
     assert timing.get_step_overhead_s(8, "fp32") == pytest.approx(8 * 100e-6 + 50e-6)
@@ -74,7 +75,7 @@ def test_in_model_scale_multiplies_every_op_time():
     base = make_profile()
     prof = base.measured.dtypes["fp32"].model_copy(update={"in_model_scale": 1.5})
     scaled = base.model_copy(update={"measured": base.measured.model_copy(update={"dtypes": {"fp32": prof}})})
-    ops = get_step_ops(load_model("tiny-llama-123m"), 4, 1024, 1, "fp32", "fp32", "fp32")
+    ops = get_step_ops(load_model("tiny-llama-123m"), Workload.in_dtype("fp32", 4, 1024), 1)
     t1, t2 = MeasuredTiming.from_spec(base).for_step(ops), MeasuredTiming.from_spec(scaled).for_step(ops)
     for op in ops:
         assert float(t2.get_op_time(op, "fp32").time_s) == pytest.approx(1.5 * float(t1.get_op_time(op, "fp32").time_s))
@@ -89,8 +90,8 @@ def test_cache_reuse_speeds_up_weight_streaming_of_small_working_sets():
     timing = MeasuredTiming.from_spec(hw)
     cold = MeasuredTiming.from_spec(make_profile())
     small = load_model("tiny-draft-2l")  # about 88 MB of fp32 weights per step
-    gemv = get_step_ops(small, 1, 128, 1, "fp32", "fp32", "fp32")
-    gemm = get_step_ops(small, 512, 128, 8, "fp32", "fp32", "fp32")
+    gemv = get_step_ops(small, Workload.in_dtype("fp32", 1, 128), 1)
+    gemm = get_step_ops(small, Workload.in_dtype("fp32", 512, 128), 8)
     weight_bytes = float(sum(op.count * op.weight_bytes for op in gemv))
     warmth = np.interp(np.log(weight_bytes), np.log([1e7, 1e8, 1e9]), [2.0, 1.5, 1.0]) - 1.0  # (f - 1) / (2 - 1)
     assert 0.4 < warmth < 0.6

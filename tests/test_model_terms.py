@@ -17,7 +17,7 @@ from rooflinesim.scenario.builder import build_scenario
 from rooflinesim.specs.measured import ModelTerms
 from rooflinesim.specs.profiles import load_profile
 from rooflinesim.specs.registry import load_model
-from rooflinesim.step import get_workload_step
+from rooflinesim.step import get_step_cost
 
 PROFILE = str(Path(__file__).resolve().parent / "data" / "profiles" / "cpu-amd-epyc-2c-quick.yaml")
 TINY_CONFIG = {"model_type": "llama", "_name_or_path": "my-tiny-llama", "hidden_size": 64, "intermediate_size": 96,
@@ -28,7 +28,7 @@ TINY_CONFIG = {"model_type": "llama", "_name_or_path": "my-tiny-llama", "hidden_
 def _price(hw, spec, batch, context, q, dtype="fp32"):
     sc = build_scenario(hw, spec, batch, context, weight_dtype=dtype, kv_dtype=dtype, activation_dtype=dtype,
                         speculative=False, allow_long_context=True)
-    return float(np.asarray(get_workload_step(sc.hardware, spec, sc.workload, q, sc.timing, context,
+    return float(np.asarray(get_step_cost(sc.hardware, spec, sc.workload, q, sc.timing, context,
                                               batch).step_time_s).reshape(-1)[0])
 
 

@@ -16,6 +16,7 @@ import pytest
 
 from rooflinesim import load_model
 from rooflinesim.ops.step_ops import get_step_ops
+from rooflinesim.specs.workload import Workload
 from rooflinesim.specs.model import ModelSpec
 
 FIXTURE = Path(__file__).resolve().parent / "data" / "ops-golden.json"
@@ -69,7 +70,9 @@ def _encode(value):
 
 def compute_case(model_name: str | None, kwargs: dict) -> list[dict]:
     model = load_model(model_name) if model_name else _layernorm_plain_mlp()
-    ops = get_step_ops(model, BATCH, CONTEXT, NEW_TOKENS, **kwargs)
+    per_call = {k: kwargs.pop(k) for k in ("logits_for_all_tokens",) if k in kwargs}
+    ops = get_step_ops(model, Workload(batch=1, context_tokens=0, **kwargs), NEW_TOKENS, batch=BATCH,
+                       context_tokens=CONTEXT, **per_call)
     return [
         {
             "name": op.name, "kind": op.kind, "count": op.count,

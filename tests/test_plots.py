@@ -15,6 +15,7 @@ import pytest
 pytest.importorskip("matplotlib")
 
 from rooflinesim import load_hardware, plots  # noqa: E402
+from rooflinesim.specs.workload import Workload  # noqa: E402
 from rooflinesim.cli import main  # noqa: E402
 from rooflinesim.errors import InputError  # noqa: E402
 from rooflinesim.step import get_step_cost  # noqa: E402
@@ -145,7 +146,7 @@ def test_step_breakdown_components_sum_to_the_step_time():
     from rooflinesim import load_model
 
     ctx = np.array([256.0, 4096.0, 131072.0])
-    step = get_step_cost(hw, load_model(model), 8, ctx, 1)
+    step = get_step_cost(hw, load_model(model), Workload(batch=8, context_tokens=0), 1, context_tokens=ctx)
     parts = plots.get_step_breakdown(step)
     assert set(parts) == {name for name, _ in plots.BREAKDOWN_COMPONENTS}
     assert not parts["interconnect"].any()  # one device: no collectives

@@ -8,6 +8,7 @@ import pytest
 from hypothesis import given, settings, strategies as st
 
 from rooflinesim.ops.sections import get_acceptance_rule_ops
+from rooflinesim.specs.workload import Workload
 from rooflinesim.ops.step_ops import get_step_ops
 from rooflinesim.specs.registry import load_model
 from rooflinesim.scenario.builder import build_scenario
@@ -19,10 +20,11 @@ def test_sampler_op_bytes_by_hand():
     # Llama-2-7B, vocab 32000, batch 2, a verify of 5 positions: logits read + probabilities written for 10 rows,
     # one row per sequence read to draw: 4 B x 32000 x (2 x 10 + 2) = 2,816,000 B
     model = load_model("llama-2-7b")
-    ops = get_step_ops(model, 2, 100, 5, sampling=True)
+    ops = get_step_ops(model, Workload(batch=2, context_tokens=100, sampling=True), 5)
     assert ops[-1].name == "sample"
     assert float(ops[-1].count * ops[-1].bytes) == pytest.approx(4 * 32000 * 22)
-    assert [op.name for op in get_step_ops(model, 2, 100, 5)] == [op.name for op in ops[:-1]]
+    plain = get_step_ops(model, Workload(batch=2, context_tokens=100), 5)
+    assert [op.name for op in plain] == [op.name for op in ops[:-1]]
     rule = get_acceptance_rule_ops(model, 3, 4)[0]  # p and q rows read, residual written and read: 4 x 4 B x V x B
     assert float(rule.bytes) == pytest.approx(16 * 32000 * 3)
     assert float(get_acceptance_rule_ops(model, 3, 0)[0].bytes) == 0.0

@@ -214,8 +214,9 @@ def test_measured_timing_is_immutable_and_prices_overhead_in_the_dtype_asked():
     assert timing.get_step_overhead_s(12, "bf16") == pytest.approx(per_step(bf16))
     # pricing an fp32 op first no longer changes a bf16 step's overhead
     from rooflinesim.ops.step_ops import get_step_ops
+    from rooflinesim.specs.workload import Workload
 
-    timing.get_op_time(get_step_ops(load_model_tiny(), 1, 256, 1, "fp32", "fp32", "fp32")[1], "fp32")
+    timing.get_op_time(get_step_ops(load_model_tiny(), Workload.in_dtype("fp32", 1, 256), 1)[1], "fp32")
     assert timing.get_step_overhead_s(12, "bf16") == pytest.approx(per_step(bf16))
 
 

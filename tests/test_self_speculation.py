@@ -9,7 +9,7 @@ import pytest
 from rooflinesim.errors import InputError
 from rooflinesim.pricing.speculative import analyse_speculation, price_speculation
 from rooflinesim.scenario.builder import build_scenario
-from rooflinesim.step import get_workload_step
+from rooflinesim.step import get_step_cost
 
 
 def _self(batch, ctx="32k", **options):
@@ -43,7 +43,7 @@ def test_memory_counts_the_weights_once():
 def test_draft_step_is_the_target_over_the_budget():
     scenario = _self(4, engine="ideal")  # bare kernels: the engine's per-iteration costs are tested in test_engines
     grid = price_speculation(scenario, 4, 32768, 3)
-    step = get_workload_step(scenario.hardware, scenario.model, scenario.workload, 1, scenario.timing, 512, 4,
+    step = get_step_cost(scenario.hardware, scenario.model, scenario.workload, 1, scenario.timing, 512, 4,
                              logits_for_all_tokens=False)
     assert float(np.ravel(grid.draft_warm_step_time_s)[0]) == pytest.approx(float(step.step_time_s), rel=1e-12)
     # below the budget the draft reads the whole context: no cheaper than a target decode step there

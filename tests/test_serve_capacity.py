@@ -14,7 +14,7 @@ from rooflinesim.serve import LengthDistribution, ServeConfig, StepPricer, gener
 from rooflinesim.serve.rates import get_saturation_rate_per_s
 from rooflinesim.serve.uncertainty import get_step_rel_sigma, get_step_speed_interval, simulate_at_step_speed
 from rooflinesim.errors import InputError
-from rooflinesim.step import get_workload_step
+from rooflinesim.step import get_step_cost
 
 #: a frozen copy of a measured CPU profile, found from this file (not the working directory)
 PROFILE = str(Path(__file__).resolve().parent / "data" / "profiles" / "cpu-intel-xeon-2c.yaml")
@@ -34,7 +34,7 @@ def test_capacity_is_the_full_batch_decode_rate():
     scenario = _scenario()
     capacity = get_saturation_rate_per_s(scenario, PROMPT, OUTPUT, "off", CONFIG, requests=400)
     w = scenario.workload
-    step_s = float(get_workload_step(scenario.hardware, scenario.model, w, 1, scenario.timing, 136, 16).step_time_s)
+    step_s = float(get_step_cost(scenario.hardware, scenario.model, w, 1, scenario.timing, 136, 16).step_time_s)
     bound = 16 / (255 * step_s)
     assert 0.98 * bound <= capacity <= 1.001 * bound
 

@@ -8,7 +8,7 @@ from rooflinesim.ops.op_cost import ATTENTION_KINDS
 from rooflinesim.scenario.builder import build_scenario
 from rooflinesim.serve.pricing import StepPricer, get_context_grid, get_geometric_grid
 from rooflinesim.pricing.speculative import price_speculation
-from rooflinesim.step import get_workload_step
+from rooflinesim.step import get_step_cost
 
 #: the largest relative error bucketing may add to a step price (README "Serving under load" states the measured one)
 MAX_BUCKETING_ERROR = 0.01
@@ -30,7 +30,7 @@ def get_bucketing_errors(scenario, n_points=300, seed=0, max_batch=256, max_toke
     tabulated = np.asarray([pricer.get_decode_step_s(int(b), float(s))[kk] for b, s, kk in zip(batch, context, k)])
     decode_errors = np.abs(tabulated / exact - 1)
     chunk = rng.integers(1, max_tokens + 1, n_points)
-    step = get_workload_step(scenario.hardware, scenario.model, scenario.workload, chunk, scenario.timing, context, 1)
+    step = get_step_cost(scenario.hardware, scenario.model, scenario.workload, chunk, scenario.timing, context, 1)
     exact_attention = sum(t.time_s for op, t in zip(step.ops, step.expected) if op.kind in ATTENTION_KINDS)
     tabulated_attention = np.asarray([pricer.target.get_chunk_attention_s(float(s), float(c))
                                       for s, c in zip(context, chunk)])
@@ -74,7 +74,7 @@ def test_a_lone_prefill_chunk_is_the_op_models_prefill_step():
     scenario = _scenario()
     pricer = StepPricer(scenario, 64, 4096, 8192, 4)
     for s, c in ((0, 4096), (3000, 1000), (512, 17)):
-        exact = get_workload_step(scenario.hardware, scenario.model, scenario.workload, c, scenario.timing, s, 1,
+        exact = get_step_cost(scenario.hardware, scenario.model, scenario.workload, c, scenario.timing, s, 1,
                                   logits_for_all_tokens=False).step_time_s
         priced = pricer.get_step_time_s(0, 0.0, 0, [s], [c], 1, False)
         assert priced == pytest.approx(float(exact), rel=MAX_BUCKETING_ERROR)

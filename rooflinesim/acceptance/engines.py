@@ -39,10 +39,10 @@ import numpy as np
 from ..errors import InputError
 from ..fileio import read_text_limited
 from ..units import MIB
+from .formats import FORMATS
 from .measured import AcceptanceSourceError, MeasuredAcceptance, from_mean_length, from_position_counts
 from .prometheus_text import counter_total, prometheus_series, total_over_series
 
-FORMATS = ("auto", "vllm-v0", "vllm-v1", "prometheus", "sglang", "trtllm")
 ENGINE_NAMES = {"vllm-v0": "vLLM V0 log", "vllm-v1": "vLLM V1 log", "prometheus": "vLLM Prometheus metrics",
                 "sglang": "SGLang", "trtllm": "TensorRT-LLM metrics"}
 #: a log this large is not a metrics dump or a log worth reading whole: refuse it rather than stall

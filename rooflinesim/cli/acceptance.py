@@ -10,12 +10,15 @@ from __future__ import annotations
 
 import json
 import sys
+from typing import TYPE_CHECKING
 
-from ..acceptance.measured import CONFIDENCE, MeasuredAcceptance
+if TYPE_CHECKING:
+    from ..acceptance.measured import MeasuredAcceptance
+
 
 
 def add_acceptance_parser(sub) -> None:
-    from ..acceptance.engines import FORMATS
+    from ..acceptance.formats import FORMATS
 
     p = sub.add_parser("acceptance", help="measured acceptance: from engine logs and metrics, or from local models")
     commands = p.add_subparsers(dest="acceptance_command", required=True, parser_class=type(p))
@@ -167,6 +170,8 @@ def print_acceptance(result: MeasuredAcceptance, as_json: bool = False) -> None:
     from rich.console import Console
     from rich.markup import escape
     from rich.table import Table
+
+    from ..acceptance.measured import CONFIDENCE
 
     console = Console(width=120)
     level = f"{CONFIDENCE:.0%}"

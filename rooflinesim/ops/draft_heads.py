@@ -110,8 +110,7 @@ def _eagle3_ops(target: ModelSpec, w: Workload, batch, context_tokens, head: Hea
     model = get_eagle3_model(target, head)
     layers = model.num_layers
     model = model.model_copy(update={"num_layers": 1})  # one layer's ops, counted `layers` times below
-    c = OpContext.build(model, batch, context_tokens, new_tokens, w.weight_dtype, w.kv_dtype, w.activation_dtype,
-                        w.attention, False, w.tensor_parallel, w.quant_group_size)
+    c = OpContext.build(model, w, batch, context_tokens, new_tokens, False)
     h, t = c.h, c.tokens
     d = model.head_dim_resolved
     qkv_out = (c.heads + 2 * get_local_width(model.num_kv_heads, c.tp)) * d
@@ -135,8 +134,7 @@ def get_head_ops(kind: str, target: ModelSpec, workload: Workload, batch, contex
     if kind == "eagle3":
         return _eagle3_ops(target, w, batch, context_tokens, head, first_step, new_tokens)
     model = target if kind == "medusa" else _one_layer(target, dense=kind == "eagle")
-    c = OpContext.build(model, batch, context_tokens, new_tokens, w.weight_dtype, w.kv_dtype, w.activation_dtype,
-                        w.attention, False, w.tensor_parallel, w.quant_group_size)
+    c = OpContext.build(model, w, batch, context_tokens, new_tokens, False)
     h, t = c.h, c.tokens
     if kind == "medusa":
         block = [c.linear("medusa_block", 1, t, h, h),

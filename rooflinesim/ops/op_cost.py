@@ -6,7 +6,9 @@ Every function here is vectorised: B, S and q may be numpy arrays that broadcast
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
+from functools import cached_property, lru_cache
 
 import numpy as np
 
@@ -40,7 +42,7 @@ class OpCost:
     comm_bytes: np.ndarray  # message size of a collective (interconnect, not memory traffic)
     dims: dict = field(default_factory=dict, compare=False)
 
-    @property
+    @cached_property
     def bytes(self) -> np.ndarray:
         return self.weight_bytes + self.act_read_bytes + self.act_write_bytes + self.kv_read_bytes + self.kv_write_bytes
 
@@ -52,10 +54,34 @@ class OpCost:
 
 def make_op(name, kind, count, flops=0.0, weight=0.0, act_read=0.0, act_write=0.0, kv_read=0.0, kv_write=0.0, comm=0.0,
         **dims):
-    arrays = np.broadcast_arrays(
-        *(np.asarray(v, dtype=float) for v in (flops, weight, act_read, act_write, kv_read, kv_write, comm))
-    )
+    """An op whose seven quantities are float arrays of one shape (their broadcast; treat them as read-only)."""
+    values = (flops, weight, act_read, act_write, kv_read, kv_write, comm)
+    arrays = [np.asarray(v, dtype=float) for v in values]
+    shape = arrays[0].shape
+    if any(a.shape != shape for a in arrays):  # np.broadcast_arrays' numbers, without its per-call overhead
+        shape = np.broadcast(*arrays).shape
+        arrays = [a if a.shape == shape else _broadcast(v, a, shape) for v, a in zip(values, arrays)]
     return OpCost(name, kind, count, *arrays, dims=dims)
+
+
+#: grids up to this many values broadcast by copying (faster for the small arrays of one point); larger ones by a
+#: view, which takes no memory
+_COPY_MAX_VALUES = 4096
+
+
+def _broadcast(value, array: np.ndarray, shape: tuple) -> np.ndarray:
+    if array.size != 1 or math.prod(shape) > _COPY_MAX_VALUES:
+        return np.broadcast_to(array, shape)
+    if type(value) is float and value == 0.0 and math.copysign(1.0, value) > 0:
+        return _zeros(shape)  # a constructor's default (no bytes of that kind): one shared zero array
+    return np.full(shape, array.reshape(()))
+
+
+@lru_cache(maxsize=64)
+def _zeros(shape: tuple) -> np.ndarray:
+    zeros = np.zeros(shape)
+    zeros.setflags(write=False)
+    return zeros
 
 
 def make_linear(name, count, tokens, in_features, out_features, w_bytes, a_bytes, bias=False):

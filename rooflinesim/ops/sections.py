@@ -14,6 +14,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..specs.model import ModelSpec
+from ..specs.workload import Workload
 from .op_cost import (
     FLOPS_PER_ELEMENT_GELU, FLOPS_PER_ELEMENT_LAYERNORM, FLOPS_PER_ELEMENT_RMSNORM, FLOPS_PER_ELEMENT_ROPE,
     FLOPS_PER_ELEMENT_SILU_GATE, FLOPS_PER_SCORE_SOFTMAX, OpCost, get_attention_pairs, get_expected_experts_touched,
@@ -47,20 +48,21 @@ class OpContext:
     pairs: np.ndarray  # (query, key) pairs one head of one sequence scores
 
     @classmethod
-    def build(cls, model: ModelSpec, batch, context_tokens, new_tokens, weight_dtype: str, kv_dtype: str,
-              activation_dtype: str, attention: str, logits_for_all_tokens: bool, tensor_parallel: int,
-              quant_group_size: int) -> "OpContext":
-        tp = int(tensor_parallel)
+    def build(cls, model: ModelSpec, workload: Workload, batch, context_tokens, new_tokens,
+              logits_for_all_tokens: bool) -> "OpContext":
+        """The step's quantities for `batch` x `new_tokens` on `context_tokens`, in the workload's dtypes, attention
+        mode, sharding and quantisation group (its own batch and context are not read)."""
+        tp = int(workload.tensor_parallel)
         b = np.asarray(batch, dtype=float)
         s = np.asarray(context_tokens, dtype=float)
         q = np.asarray(new_tokens, dtype=float)
         tokens = b * q
         window = model.sliding_window_tokens
         return cls(
-            model=model, attention=attention, tp=tp,
-            w=get_weight_bytes_per_element(weight_dtype, quant_group_size),
-            a=get_dtype_bytes(activation_dtype), kv=get_dtype_bytes(kv_dtype),
-            dequant_flops_per_weight=(DEQUANT_FLOPS_PER_WEIGHT if normalize_dtype(weight_dtype)
+            model=model, attention=workload.attention, tp=tp,
+            w=get_weight_bytes_per_element(workload.weight_dtype, workload.quant_group_size),
+            a=get_dtype_bytes(workload.activation_dtype), kv=get_dtype_bytes(workload.kv_dtype),
+            dequant_flops_per_weight=(DEQUANT_FLOPS_PER_WEIGHT if normalize_dtype(workload.weight_dtype)
                                       in DEQUANTISED_WEIGHT_DTYPES else 0.0),
             b=b, q=q, tokens=tokens, logit_tokens=tokens if logits_for_all_tokens else b,
             heads=model.num_attention_heads // tp, vocab_local=-(-model.vocab_size // tp),

@@ -17,12 +17,13 @@ from __future__ import annotations
 import numpy as np
 
 from ..specs.model import ModelSpec
+from ..specs.workload import Workload
 from .op_cost import OpCost, get_kv_tokens_read, get_kv_tokens_stored, make_collective, make_linear, make_op
 from .sections import (
     OpContext, allreduce_ops, attention_ops_gqa, attention_ops_mla, dense_mlp_ops, embedding_ops, get_local_width,
     lm_head_ops, moe_mlp_ops, sampler_ops,
 )
-from ..units import DEFAULT_QUANT_GROUP_SIZE, get_dtype_bytes
+from ..units import get_dtype_bytes
 
 #: Attention implementations get_step_ops prices.
 ATTENTION_MODES = ("flash", "unfused", "per-head")
@@ -31,21 +32,11 @@ ATTENTION_MODES = ("flash", "unfused", "per-head")
 _op, _linear, _collective = make_op, make_linear, make_collective
 
 
-def get_step_ops(
-    model: ModelSpec,
-    batch,
-    context_tokens,
-    new_tokens,
-    weight_dtype: str = "bf16",
-    kv_dtype: str = "bf16",
-    activation_dtype: str = "bf16",
-    attention: str = "flash",
-    logits_for_all_tokens: bool = True,
-    tensor_parallel: int = 1,
-    quant_group_size: int = DEFAULT_QUANT_GROUP_SIZE,
-    sampling: bool = False,
-) -> list[OpCost]:
-    """All ops of one forward step on ONE device, in execution order. B, S, q may be broadcastable arrays.
+def get_step_ops(model: ModelSpec, workload: Workload, new_tokens, *, batch=None, context_tokens=None,
+                 logits_for_all_tokens: bool = True) -> list[OpCost]:
+    """All ops of one forward step on ONE device, in execution order: `batch` (default the workload's) sequences add
+    `new_tokens` each on `context_tokens` (default the workload's) cached ones, in the workload's dtypes, attention
+    mode, sharding and quantisation group. B, S, q may be broadcastable arrays.
 
     Attention is GQA-aware: K and V are read once per KV head and shared by its query group. `flash` keeps the score
     matrix on chip (one fused op); `unfused` materialises scores and probabilities in memory, computing the full
@@ -58,16 +49,17 @@ def get_step_ops(
     all-reduces its activations twice (after o_proj and after the MLP), the vocab-parallel embedding once, and the
     logits are all-gathered. With N = 1 there are no collectives and nothing is sharded.
 
-    `sampling` adds the sampler over the computed logits (softmax and one draw per sequence; see
+    The workload's `sampling` adds the sampler over the computed logits (softmax and one draw per sequence; see
     `op_sections.sampler_ops`): an engine's step samples, a bare forward pass does not.
 
     int8/int4 weights carry group scales (see units.get_weight_bytes_per_element) and cost 2 FLOPs per weight to
     dequantise on the fly.
     """
-    if attention not in ATTENTION_MODES:
-        raise ValueError(f"attention must be one of {', '.join(ATTENTION_MODES)}, got {attention!r}")
-    c = OpContext.build(model, batch, context_tokens, new_tokens, weight_dtype, kv_dtype, activation_dtype, attention,
-                        logits_for_all_tokens, tensor_parallel, quant_group_size)
+    if workload.attention not in ATTENTION_MODES:
+        raise ValueError(f"attention must be one of {', '.join(ATTENTION_MODES)}, got {workload.attention!r}")
+    c = OpContext.build(model, workload, workload.batch if batch is None else batch,
+                        workload.context_tokens if context_tokens is None else context_tokens, new_tokens,
+                        logits_for_all_tokens)
     layers = model.num_layers
     return [
         *embedding_ops(c),
@@ -81,7 +73,7 @@ def get_step_ops(
         *allreduce_ops(c, "mlp_allreduce", layers),
         c.residual("mlp_residual"),
         *lm_head_ops(c),
-        *(sampler_ops(c) if sampling else []),
+        *(sampler_ops(c) if workload.sampling else []),
     ]
 
 
@@ -93,29 +85,29 @@ def get_kv_elements_per_token_per_layer_per_device(model: ModelSpec, tensor_para
     return 2 * get_local_width(model.num_kv_heads, tensor_parallel) * model.head_dim_resolved
 
 
-def get_kv_cache_bytes(model: ModelSpec, batch, tokens_per_sequence, kv_dtype: str, tensor_parallel: int = 1):
+def get_kv_cache_bytes(model: ModelSpec, workload: Workload, batch, tokens_per_sequence):
     """KV-cache memory on one device for `batch` sequences of `tokens_per_sequence` positions (sliding windows hold
-    only W)."""
+    only W), in the workload's KV dtype and sharding."""
     stored = get_kv_tokens_stored(0, tokens_per_sequence, model.sliding_window_tokens)
-    per_token = model.num_layers * get_kv_elements_per_token_per_layer_per_device(model, tensor_parallel)
-    return np.asarray(batch, dtype=float) * stored * per_token * get_dtype_bytes(kv_dtype)
+    per_token = model.num_layers * get_kv_elements_per_token_per_layer_per_device(model, workload.tensor_parallel)
+    return np.asarray(batch, dtype=float) * stored * per_token * get_dtype_bytes(workload.kv_dtype)
 
 
-def get_activation_bytes(model: ModelSpec, batch, new_tokens, context_tokens, activation_dtype: str,
-                         attention: str = "flash", tensor_parallel: int = 1):
-    """Peak transient activation memory of one step on one device (a working-set estimate, not an allocator trace).
+def get_activation_bytes(model: ModelSpec, workload: Workload, batch, new_tokens, context_tokens):
+    """Peak transient activation memory of one step of `batch` x `new_tokens` on `context_tokens` on one device, in
+    the workload's activation dtype, attention mode and sharding (a working-set estimate, not an allocator trace).
 
     The widest live tensors: the MLP's gate and up outputs (routed tokens x expert width for MoE), a few hidden-sized
     buffers, fp32 logits and, when unfused, one layer's materialised attention scores.
     """
-    a = get_dtype_bytes(activation_dtype)
-    tp = tensor_parallel
+    a = get_dtype_bytes(workload.activation_dtype)
+    tp = workload.tensor_parallel
     tokens = np.asarray(batch, dtype=float) * np.asarray(new_tokens, dtype=float)
     widest = model.intermediate_size
     if model.is_moe:
         widest = max(widest, model.moe.num_experts_per_token * model.moe.moe_intermediate_size)
     working = tokens * (2 * widest / tp + 4 * model.hidden_size) * a + tokens * model.vocab_size * 4
-    if attention == "unfused":
+    if workload.attention == "unfused":
         kv_tokens = get_kv_tokens_read(context_tokens, new_tokens, model.sliding_window_tokens)
         heads = model.num_attention_heads // tp
         working = working + np.asarray(batch, dtype=float) * heads * np.asarray(new_tokens) * kv_tokens * a

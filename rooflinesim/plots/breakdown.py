@@ -11,7 +11,7 @@ from ..specs.registry import get_short_name, load_model
 from ..scenario.inputs import MAX_CONTEXT_TOKENS, check_positive_int
 from ..scenario.builder import Scenario
 from ..errors import InputError
-from ..step import get_workload_step
+from ..step import get_step_cost
 from ..units import MILLI, format_count
 from .common import attach_warnings, BREAKDOWN_COMPONENTS, _new_figure, _tp_label, get_scenario
 
@@ -55,7 +55,7 @@ def get_breakdown_data(scenario: Scenario, new_tokens: int = 1) -> tuple[object,
     new_tokens = check_positive_int(new_tokens, "new tokens per sequence", MAX_CONTEXT_TOKENS)
     if scenario.context_tokens.size < 2:
         raise InputError("the step breakdown needs at least two contexts >= 0")
-    step = get_workload_step(scenario.hardware, scenario.model, scenario.workload, int(new_tokens), scenario.timing,
+    step = get_step_cost(scenario.hardware, scenario.model, scenario.workload, int(new_tokens), scenario.timing,
                              scenario.context_tokens.astype(float), int(scenario.batch[0]))
     return step, get_step_breakdown(step)
 

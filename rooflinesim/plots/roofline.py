@@ -10,7 +10,7 @@ from ..specs.registry import get_short_name
 from ..scenario.builder import Scenario
 from ..scenario.inputs import check_k
 from ..errors import InputError
-from ..step import get_workload_step
+from ..step import get_step_cost
 from ..units import format_count, format_rate
 from .common import (
     attach_warnings, COLORS, _cluster_labels, _format_flops_rate, _group_equal_peaks, _new_figure, _tp_label,
@@ -39,14 +39,14 @@ def get_roofline_data(scenario: Scenario, k: int = 4, per_op: bool = False, pref
            "fits": {name: np.broadcast_to(scenario.get_memory_fit(b, c, q - 1).fits_in_memory, shape).copy()
                     for name, q in (("decode", 1), ("verify", int(k) + 1))}}
     for name, q in (("decode", 1), ("verify", int(k) + 1)):
-        step = get_workload_step(hw, model, w, q, timing, c, b)
+        step = get_step_cost(hw, model, w, q, timing, c, b)
         out[name] = (*_points(step, shape), np.broadcast_to(step.step_time_s, shape).copy())
     if prefill:
         prompts = np.asarray([x for x in scenario.context_tokens if x > 0] or [1024])
-        pre = get_workload_step(hw, model, w, prompts, timing, 0, 1, logits_for_all_tokens=False)
+        pre = get_step_cost(hw, model, w, prompts, timing, 0, 1, logits_for_all_tokens=False)
         out["prefill"] = (prompts, *_points(pre, prompts.shape))
     if per_op:
-        one = get_workload_step(hw, model, w, 1, timing, scenario.context_tokens[0], scenario.batch[0])
+        one = get_step_cost(hw, model, w, 1, timing, scenario.context_tokens[0], scenario.batch[0])
         rows = [(float(np.ravel(op.arithmetic_intensity_flops_per_byte)[0]),
                  op.count * float(np.ravel(op.flops)[0]) / float(np.ravel(t.time_s)[0]), op.name)
                 for op, t in zip(one.ops, one.expected) if float(np.ravel(op.flops)[0]) > 0]

@@ -16,13 +16,14 @@ from ..specs.registry import get_short_name
 from ..scenario.builder import Scenario, build_scenario
 from ..scenario.groups import DEFAULT, Deployment, Memory, Precision, Sampling, Speculation, describe_options
 from .sensitivity import add_intervals
-from .speculative import SpeculativeResult, analyse_speculation
+from .speculative import analyse_speculation, get_loop_decode
+from .speculative_result import SpeculativeResult
 from ..timing.datasheet_band import get_datasheet_band
 from ..specs.hardware import HardwareSpec
 from ..errors import InputError
 from ..specs.model import ModelSpec
 from ..specs.workload import Workload
-from ..step import StepCost, get_workload_step
+from ..step import StepCost, get_step_cost
 
 
 #: the version of the JSON contract of `predict --json` and `sweep --json` (docs/cli-and-json.md). 2: throughput keys
@@ -259,12 +260,15 @@ def predict_scenario(scenario: Scenario) -> Prediction:
                          f"({', '.join(f'{a:g}' for a in alphas)}); use sweep for several")
     hw_spec, model_spec, workload, timing = scenario.hardware, scenario.model, scenario.workload, scenario.timing
     s = workload.context_tokens
-    decode = get_workload_step(hw_spec, model_spec, workload, 1, timing)
-    prefill = get_workload_step(
+    speculation = analyse_speculation(scenario) if scenario.speculative else None
+    if speculation is not None and (workload.batch, s) == (scenario.batch[0], scenario.context_tokens[0]):
+        decode = get_loop_decode(scenario)  # the speculative loop's own decode step: the same numbers, priced once
+    else:
+        decode = get_step_cost(hw_spec, model_spec, workload, 1, timing)
+    prefill = get_step_cost(
         hw_spec, model_spec, workload, max(s, 1), timing, context_tokens=0, logits_for_all_tokens=False
     )
     band = get_datasheet_band(hw_spec) if decode.sigmas is None else None  # a profile brings its own intervals
-    speculation = analyse_speculation(scenario) if scenario.speculative else None
     if speculation is not None:
         speculation = add_intervals(speculation, scenario, band)
     k = 0 if speculation is None else speculation.k  # memory holds the lookahead of the draft length reported

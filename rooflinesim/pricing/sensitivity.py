@@ -11,7 +11,8 @@ import numpy as np
 from ..scenario.builder import Scenario
 from ..timing.datasheet_band import DatasheetBand
 from .break_even import get_best_k_index
-from .speculative import SpeculativeResult, price_speculation
+from .speculative import price_speculation
+from .speculative_result import SpeculativeResult
 
 #: how far the acceptance rate is moved either way to show how an answer depends on it
 ALPHA_SENSITIVITY = 0.1
@@ -24,11 +25,14 @@ def get_alpha_sensitivity(scenario: Scenario, delta: float = ALPHA_SENSITIVITY) 
     alphas = scenario.acceptance.alphas
     if alphas is None or len(alphas) != 1:
         return None
-    moved = np.unique(np.clip(np.asarray([alphas[0] - delta, alphas[0], alphas[0] + delta]), 0.0, 1.0))
+    # sorted distinct rates (np.unique would import numpy.ma on the predict path)
+    moved = np.asarray(sorted(set(np.clip([alphas[0] - delta, alphas[0], alphas[0] + delta], 0.0, 1.0).tolist())))
     ks = scenario.k_values
-    grid = price_speculation(scenario, k=ks[:, None], alpha=moved[None, :])
-    speedup = np.broadcast_to(np.asarray(grid.speedup, dtype=float).reshape(ks.size, -1), (ks.size, moved.size))
-    fits = np.broadcast_to(np.asarray(grid.fits_in_memory).reshape(ks.size, -1)[:, :1], speedup.shape)
+    # one rate at a time over the scenario's own k axis: the loop's times are the answer's (priced once)
+    grids = [price_speculation(scenario, k=ks, alpha=moved[i:i + 1], intervals=False) for i in range(moved.size)]
+    speedup = np.concatenate([np.broadcast_to(np.asarray(g.speedup, dtype=float).reshape(ks.size, -1), (ks.size, 1))
+                              for g in grids], axis=1)
+    fits = np.broadcast_to(np.asarray(grids[0].fits_in_memory).reshape(ks.size, -1)[:, :1], speedup.shape)
     best = get_best_k_index(speedup, fits, axis=0)
     best_speedup = speedup[best, np.arange(moved.size)]
     share = np.where(fits, speedup / best_speedup[None, :], -np.inf).min(axis=1)
@@ -46,7 +50,7 @@ def get_acceptance_interval(scenario: Scenario, k: int) -> tuple[tuple[float, fl
     acceptance = scenario.acceptance
     ks = np.asarray([k])
     if acceptance.alphas_ci is not None and acceptance.per_position is None:
-        grid = price_speculation(scenario, k=ks, alpha=np.asarray(acceptance.alphas_ci, dtype=float))
+        grid = price_speculation(scenario, k=ks, alpha=np.asarray(acceptance.alphas_ci, dtype=float), intervals=False)
         e = np.broadcast_to(np.asarray(grid.expected_tokens, dtype=float).reshape(-1), (2,))
         s = np.broadcast_to(np.asarray(grid.speedup, dtype=float).reshape(-1), (2,))
         return (float(e[0]), float(e[1])), (float(s[0]), float(s[1]))
@@ -55,7 +59,7 @@ def get_acceptance_interval(scenario: Scenario, k: int) -> tuple[tuple[float, fl
         for side in (0, 1):
             rates = tuple(pair[side] for pair in acceptance.per_position_ci)
             moved = replace(scenario, acceptance=replace(acceptance, per_position=rates))
-            grid = price_speculation(moved, k=ks)
+            grid = price_speculation(moved, k=ks, intervals=False)
             ends.append((float(np.asarray(grid.expected_tokens).reshape(-1)[0]),
                          float(np.asarray(grid.speedup).reshape(-1)[0])))
         return (ends[0][0], ends[1][0]), (ends[0][1], ends[1][1])

@@ -13,20 +13,22 @@ token is the decode step, and the speedup is exactly 1. The acceptance math live
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import numpy as np
 
 from ..acceptance.closed_form import get_expected_tokens
 from .break_even import get_best_k_index
+from .speculative_result import SpeculativeResult, get_interval
 from ..scenario.builder import Scenario
 from ..scenario.drafting import (get_self_draft_context, get_self_draft_model, get_tree_depth,
                                  get_tree_expected_tokens)
 from .draft_extend import get_draft_extend_time_s, get_head_forward_time_s, uses_draft_extend
 from .trees import get_tree_draft_times_s, get_tree_mask_time_s
-from ..ops.sections import get_acceptance_rule_ops
-from ..step import StepCost, get_ratio_rel_sigma, get_rel_sigma, get_workload_step
-from ..timing import Z90, TimingModel, get_op_time
+from ..ops.sections import get_acceptance_rule_ops, get_sampler_ops
+from ..ops.step_ops import get_step_ops
+from ..step import StepCost, get_ops_time_s, get_ratio_rel_sigma, get_rel_sigma, get_step_cost
+from ..timing import TimingModel, get_op_time
 from ..timing.engine import EngineTiming, with_role
 
 
@@ -67,12 +69,12 @@ def get_draft_step_time_s(scenario: Scenario, timing: TimingModel, batch, contex
     drafter = scenario.drafter
     if drafter.kind == "model":
         if tree_width > 1:
-            return get_workload_step(scenario.hardware, drafter.model, scenario.draft_workload, tree_width, timing,
+            return get_step_cost(scenario.hardware, drafter.model, scenario.draft_workload, tree_width, timing,
                                      context_tokens, batch, logits_for_all_tokens=True).step_time_s
-        return get_workload_step(scenario.hardware, drafter.model, scenario.draft_workload, new_tokens, timing,
+        return get_step_cost(scenario.hardware, drafter.model, scenario.draft_workload, new_tokens, timing,
                                  context_tokens, batch, logits_for_all_tokens=False).step_time_s
     if drafter.kind == "self":  # the target's own layers (a share of them) over at most the KV budget
-        return get_workload_step(scenario.hardware, get_self_draft_model(scenario.model, drafter), scenario.workload,
+        return get_step_cost(scenario.hardware, get_self_draft_model(scenario.model, drafter), scenario.workload,
                                  tree_width, timing, get_self_draft_context(drafter, context_tokens), batch,
                                  logits_for_all_tokens=tree_width > 1).step_time_s
     if tree_width > 1 and drafter.kind != "ngram":
@@ -151,7 +153,7 @@ def _interval(scenario: Scenario, decode: StepCost, verify: StepCost, k, draft, 
     drafter = scenario.drafter
     decode_families = decode.priced_time_s
     if drafter.kind == "model":  # the drafter's ops have other weight shapes: parts of their own
-        draft_step = get_workload_step(scenario.hardware, drafter.model, scenario.draft_workload, 1, scenario.timing,
+        draft_step = get_step_cost(scenario.hardware, drafter.model, scenario.draft_workload, 1, scenario.timing,
                                        context_tokens, batch)
         draft_families = {(family, f"draft:{name}"): t * (draft / draft_step.step_time_s)
                           for (family, name), t in draft_step.priced_time_s.items()}
@@ -177,36 +179,57 @@ def _interval(scenario: Scenario, decode: StepCost, verify: StepCost, k, draft, 
     }
 
 
+def _same(a: TimingModel, b: TimingModel) -> bool:
+    """Whether two timing models are equal (the same numbers for the same ops); False where their fields cannot be
+    compared (arrays)."""
+    try:
+        return a is b or bool(a == b)
+    except (TypeError, ValueError):
+        return False
+
+
 def _loop_timings(scenario: Scenario, decode) -> tuple[TimingModel, TimingModel]:
     """In a speculative loop the draft's and the target's weights both pass through the caches between steps: each
     is priced with the other's weights co-resident (a timing model without caches returns itself)."""
     timing = scenario.timing
     if scenario.drafter.kind != "model":
         return with_role(timing, "inner"), with_role(timing, "speculative")
-    draft_bytes = get_workload_step(scenario.hardware, scenario.drafter.model, scenario.draft_workload, 1, timing,
-                                    1, 1).weight_bytes
+    # the draft's weights one step reads (only its ops are needed, not their times)
+    draft_ops = get_step_ops(scenario.drafter.model, scenario.draft_workload, 1, batch=1, context_tokens=1)
+    draft_bytes = sum(op.count * op.weight_bytes for op in draft_ops)
     return (with_role(timing.with_co_resident(float(np.max(decode.weight_bytes))), "inner"),
             with_role(timing.with_co_resident(float(np.max(draft_bytes))), "speculative"))
 
 
-def price_speculation(scenario: Scenario, batch=None, context_tokens=None, k=None, alpha=None) -> SpeculativeGrid:
-    """The whole speculative model over numpy-broadcast grids (batch, context, k, alpha arrays broadcast; each
-    defaults to the scenario's axis, alpha to its i.i.d. rates or per-position acceptance)."""
-    hw, w, acceptance = scenario.hardware, scenario.workload, scenario.acceptance
-    batch = np.asarray(scenario.batch if batch is None else batch)
-    context_tokens = np.asarray(scenario.context_tokens if context_tokens is None else context_tokens)
-    k = np.asarray(scenario.k_values if k is None else k)
-    per_position = acceptance.per_position
-    if per_position is None and alpha is None:
-        alpha = np.asarray(acceptance.alphas)
-    decode = get_workload_step(hw, scenario.model, w, 1, scenario.timing, context_tokens, batch)
+@dataclass(frozen=True)
+class _LoopTimes:
+    """What a speculative grid costs before the acceptance enters: the target's decode and verify steps, the draft
+    steps (cold, warm, the mean of k) and the verify with its extras, over batch x context x k; and the memory fit."""
+
+    decode: StepCost
+    verify_step: StepCost
+    cold: np.ndarray
+    warm: np.ndarray
+    draft: np.ndarray
+    verify: np.ndarray
+    rule: np.ndarray
+    fits: np.ndarray
+
+
+def _price_loop(scenario: Scenario, batch, context_tokens, k) -> _LoopTimes:
+    hw, w = scenario.hardware, scenario.workload
+    decode = get_step_cost(hw, scenario.model, w, 1, scenario.timing, context_tokens, batch)
     target_decode = decode.step_time_s
     draft_timing, verify_timing = _loop_timings(scenario, decode)
     # the first of the k draft steps follows the target's verify (the target's weights went through the caches in
     # between); the next k - 1 follow a draft step, so the draft's own weights may still be cached
     cold = get_draft_step_time_s(scenario, draft_timing, batch, context_tokens, decode,
                                  new_tokens=scenario.draft_first_step_tokens, first_step=True)
-    warm = get_draft_step_time_s(scenario, with_role(scenario.timing, "inner"), batch, context_tokens, decode)
+    warm_timing = with_role(scenario.timing, "inner")
+    if _same(warm_timing, draft_timing) and scenario.draft_first_step_tokens == 1 and scenario.drafter.kind != "eagle3":
+        warm = cold  # the same step priced the same way (only EAGLE-3's first step differs: it fuses the features)
+    else:
+        warm = get_draft_step_time_s(scenario, warm_timing, batch, context_tokens, decode)
     tree = scenario.tree
     extend = uses_draft_extend(scenario)
     if extend:  # the engine's draft-extend pass over the depth + 1 verified rows is the first draft forward
@@ -221,7 +244,7 @@ def price_speculation(scenario: Scenario, batch=None, context_tokens=None, k=Non
         draft = total / np.maximum(k, 1)
     # an n-gram drafter drafts only for the sequences that find a match; the others verify their one token
     drafted = k * scenario.drafter.match_fraction if scenario.drafter.kind == "ngram" and tree is None else k
-    verify_step = get_workload_step(hw, scenario.model, w, drafted + 1, verify_timing, context_tokens, batch)
+    verify_step = get_step_cost(hw, scenario.model, w, drafted + 1, verify_timing, context_tokens, batch)
     verify = verify_step.step_time_s
     if tree is not None:
         verify = verify + get_tree_mask_time_s(scenario, verify_timing, batch, k + 1)
@@ -231,105 +254,62 @@ def price_speculation(scenario: Scenario, batch=None, context_tokens=None, k=Non
     verify = np.where(k > 0, verify, target_decode)  # k = 0: plain decoding, no draft in the caches
     rule = get_acceptance_rule_time_s(scenario, verify_timing, batch, k)  # 0 at k = 0 and without --sampling
     verify = verify + rule + get_engine_extras_s(scenario, verify_timing, batch, context_tokens, k)
-    if tree is not None:
-        expected = get_tree_expected_tokens(tree, k, alpha, per_position)
+    fits = scenario.get_memory_fit(batch, context_tokens, k).fits_in_memory
+    return _LoopTimes(decode, verify_step, cold, warm, draft, verify, rule, fits)
+
+
+#: the last small grid `_price_loop` priced, (scenario, grid key, times): `predict` prices its point's loop once for
+#: the answer and again for each acceptance rate of its sensitivity, and the times do not depend on the acceptance
+_LAST_LOOP: list = [None]
+_LAST_LOOP_MAX_VALUES = 4096  # larger grids (sweeps, serving tables) are priced once each and not kept
+
+
+def _get_loop(scenario: Scenario, batch, context_tokens, k) -> _LoopTimes:
+    if batch.size * context_tokens.size * k.size > _LAST_LOOP_MAX_VALUES:
+        return _price_loop(scenario, batch, context_tokens, k)
+    key = tuple((a.shape, a.dtype.str, a.tobytes()) for a in (batch, context_tokens, k))
+    last = _LAST_LOOP[0]
+    if last is not None and last[0] is scenario and last[1] == key:
+        return last[2]
+    times = _price_loop(scenario, batch, context_tokens, k)
+    _LAST_LOOP[0] = (scenario, key, times)
+    return times
+
+
+def get_loop_decode(scenario: Scenario) -> StepCost:
+    """The target's decode step at the scenario's own batch and context axes, as its speculative loop prices it (once
+    per scenario point: `predict` summarises the same step)."""
+    return _get_loop(scenario, np.asarray(scenario.batch), np.asarray(scenario.context_tokens),
+                     np.asarray(scenario.k_values)).decode
+
+
+def price_speculation(scenario: Scenario, batch=None, context_tokens=None, k=None, alpha=None, *,
+                      intervals: bool = True) -> SpeculativeGrid:
+    """The whole speculative model over numpy-broadcast grids (batch, context, k, alpha arrays broadcast; each
+    defaults to the scenario's axis, alpha to its i.i.d. rates or per-position acceptance). `intervals=False` leaves
+    the prediction intervals out (a caller that reads only the speedups)."""
+    acceptance = scenario.acceptance
+    batch = np.asarray(scenario.batch if batch is None else batch)
+    context_tokens = np.asarray(scenario.context_tokens if context_tokens is None else context_tokens)
+    k = np.asarray(scenario.k_values if k is None else k)
+    per_position = acceptance.per_position
+    if per_position is None and alpha is None:
+        alpha = np.asarray(acceptance.alphas)
+    loop = _get_loop(scenario, batch, context_tokens, k)
+    decode, draft, verify = loop.decode, loop.draft, loop.verify
+    target_decode = decode.step_time_s
+    if scenario.tree is not None:
+        expected = get_tree_expected_tokens(scenario.tree, k, alpha, per_position)
     else:
         expected = get_expected_tokens(k, alpha, per_position)
     all_accepted = get_all_accepted_probability(k, alpha, per_position) if scenario.extra_draft_pass else None
     step = get_speculative_step_time_s(k, draft, verify, all_accepted, scenario.extra_draft_pass)
-    fits = scenario.get_memory_fit(batch, context_tokens, k).fits_in_memory
-    interval = {} if decode.sigmas is None else _interval(scenario, decode, verify_step, k, draft, target_decode,
-                                                           step, batch, context_tokens, rule)
+    interval = {} if decode.sigmas is None or not intervals else _interval(
+        scenario, decode, loop.verify_step, k, draft, target_decode, step, batch, context_tokens, loop.rule)
     return SpeculativeGrid(
-        batch, context_tokens, k, None if alpha is None else np.asarray(alpha), target_decode, cold, warm, draft,
-        verify, expected, step, get_speedup(expected, target_decode, step), fits, **interval,
+        batch, context_tokens, k, None if alpha is None else np.asarray(alpha), target_decode, loop.cold, loop.warm,
+        draft, verify, expected, step, get_speedup(expected, target_decode, step), loop.fits, **interval,
     )
-
-
-@dataclass(frozen=True)
-class SpeculativeResult:
-    draft: str
-    drafter_kind: str
-    k: int
-    alpha: float | None
-    alpha_per_position: list[float] | None
-    expected_tokens: float
-    target_decode_time_s: float
-    draft_step_time_s: float
-    draft_cold_step_time_s: float
-    draft_warm_step_time_s: float
-    verify_step_time_s: float
-    step_time_s: float
-    speedup: float
-    fits_in_memory: bool
-    best_k: int
-    best_speedup: float
-    k_table: list[dict] = field(default_factory=list)
-    acceptance_source: str | None = None  # a measured or published acceptance: where it came from
-    batch: int = 1  # sequences decoded together: the aggregate throughput is batch x E / step time
-    #: the best k and its speedup at alpha - 0.1, alpha, alpha + 0.1 (i.i.d. acceptance only), and the one k that
-    #: loses least across them (`robust_k`, with its worst share of each alpha's best speedup)
-    speedup_by_alpha: list[dict] | None = None
-    robust_k: int | None = None
-    robust_k_worst_share: float | None = None
-    #: E's interval from a measured acceptance's confidence interval (None: acceptance given as numbers), and where
-    #: the intervals come from (a measured profile, the datasheet band, the acceptance interval), in words
-    expected_tokens_interval: tuple[float, float] | None = None
-    interval_source: str | None = None
-    #: 90 % prediction intervals ((low, high) s, or x for the speedup) under a measured profile; None under the
-    #: datasheet roofline
-    draft_step_interval: tuple[float, float] | None = None
-    verify_step_interval: tuple[float, float] | None = None
-    step_interval: tuple[float, float] | None = None
-    speedup_interval: tuple[float, float] | None = None
-    tree: str | None = None  # a draft tree's shape (then draft_step_time_s is its drafting spread over its k tokens)
-
-    def to_dict(self) -> dict:
-        return {
-            "tree": self.tree,
-            "draft": self.draft,
-            "drafter_kind": self.drafter_kind,
-            "k": self.k,
-            "alpha": self.alpha,
-            "alpha_per_position": self.alpha_per_position,
-            "expected_tokens": self.expected_tokens,
-            "target_decode_time_s": self.target_decode_time_s,
-            "draft_step_time_s": self.draft_step_time_s,
-            "draft_cold_step_time_s": self.draft_cold_step_time_s,
-            "draft_warm_step_time_s": self.draft_warm_step_time_s,
-            "verify_step_time_s": self.verify_step_time_s,
-            "step_time_s": self.step_time_s,
-            "speedup": self.speedup,
-            "fits_in_memory": self.fits_in_memory,
-            "tokens_per_s": self.batch * self.expected_tokens / self.step_time_s,  # aggregate, as decode's
-            "tokens_per_s_per_sequence": self.expected_tokens / self.step_time_s,
-            "best_k": self.best_k,
-            "best_speedup": self.best_speedup,
-            "speedup_by_k": self.k_table,
-            "speedup_by_alpha": self.speedup_by_alpha,
-            "robust_k": self.robust_k,
-            "robust_k_worst_share": self.robust_k_worst_share,
-            "acceptance_source": self.acceptance_source,
-            **_interval_keys("draft_step_time_s", self.draft_step_interval),
-            **_interval_keys("verify_step_time_s", self.verify_step_interval),
-            **_interval_keys("step_time_s", self.step_interval),
-            **_interval_keys("speedup", self.speedup_interval),
-            **_interval_keys("expected_tokens", self.expected_tokens_interval),
-            "interval_source": self.interval_source,
-        }
-
-
-def _interval_keys(name: str, interval: tuple[float, float] | None) -> dict:
-    """`<name>_low` / `<name>_high`: always present, null without an interval (the datasheet roofline)."""
-    low, high = interval if interval is not None else (None, None)
-    return {f"{name}_low": low, f"{name}_high": high}
-
-
-def get_interval(value: float, rel_sigma) -> tuple[float, float] | None:
-    """The 90 % interval value x exp(-/+ 1.645 sigma) (log-symmetric: errors are ratios); None without a sigma."""
-    if rel_sigma is None:
-        return None
-    return (value * float(np.exp(-Z90 * rel_sigma)), value * float(np.exp(Z90 * rel_sigma)))
 
 
 def analyse_speculation(scenario: Scenario) -> SpeculativeResult:

@@ -116,8 +116,7 @@ class Scenario:
         s = self.context_tokens if context_tokens is None else context_tokens
         q = np.asarray(k) + 1
         w = self.workload
-        fit = get_memory_fit(self.hardware, self.model, b, s, q, w.weight_dtype, w.kv_dtype, w.activation_dtype,
-                             w.attention, w.tensor_parallel, w.quant_group_size)
+        fit = get_memory_fit(self.hardware, self.model, w, q, b, s)
         fit = replace(fit, capacity_bytes=self.usable_memory_bytes)
         if self.drafter is not None and self.drafter.kind in HEAD_KINDS + ("head",):
             # a head's own weights (a Medusa head each per draft position); its one layer's KV cache is left out
@@ -133,8 +132,7 @@ class Scenario:
             return fit
         d = self.draft_workload
         draft_weights = self.drafter.model.get_weight_bytes(d.weight_dtype, d.quant_group_size) / d.tensor_parallel
-        draft_kv = get_kv_cache_bytes(self.drafter.model, b, np.asarray(s, dtype=float) + q, d.kv_dtype,
-                                      d.tensor_parallel)
+        draft_kv = get_kv_cache_bytes(self.drafter.model, d, b, np.asarray(s, dtype=float) + q)
         return MemoryFit(fit.weight_bytes + draft_weights, fit.kv_cache_bytes + draft_kv, fit.activation_bytes,
                          fit.capacity_bytes)
 

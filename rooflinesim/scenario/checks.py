@@ -10,7 +10,7 @@ import numpy as np
 
 from ..errors import InputError
 from ..ops.step_ops import get_step_ops
-from ..step import get_workload_step
+from ..step import get_step_cost
 from ..units import GIGA
 from .inputs import MAX_GRID_VALUES
 
@@ -58,7 +58,7 @@ def check_finite_prices(scenario) -> None:
         steps.append((scenario.drafter.model, scenario.draft_workload, 1, s + q))
     for model, workload, new_tokens, context in steps:
         with np.errstate(over="ignore", invalid="ignore"):  # the one line below says it, not numpy's warnings
-            step = get_workload_step(scenario.hardware, model, workload, new_tokens, scenario.timing, context, b)
+            step = get_step_cost(scenario.hardware, model, workload, new_tokens, scenario.timing, context, b)
             worst = max(float(np.max(step.step_time_s)), float(np.max(step.roofline_step_time_s)))
         if not math.isfinite(worst * (q + 1)):
             raise InputError(
@@ -70,6 +70,6 @@ def get_pricing_warnings(scenario) -> list[str]:
     """What the timing model says about the largest steps the scenario prices (e.g. outside a measured range)."""
     w = scenario.workload
     q = int(scenario.k_values.max()) + 1
-    ops = get_step_ops(scenario.model, scenario.batch.max(), scenario.context_tokens.max(), q, w.weight_dtype,
-                       w.kv_dtype, w.activation_dtype, w.attention, True, w.tensor_parallel, w.quant_group_size)
+    ops = get_step_ops(scenario.model, w, q, batch=scenario.batch.max(),
+                       context_tokens=scenario.context_tokens.max())
     return scenario.timing.get_warnings(ops, w.activation_dtype)

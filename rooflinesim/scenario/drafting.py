@@ -299,8 +299,7 @@ def get_self_draft_kv_bytes(scenario, batch, context_tokens, new_tokens) -> np.n
     if drafter.kv_budget_tokens is None:
         return np.zeros(np.broadcast(np.asarray(batch), np.asarray(context_tokens)).shape)
     tokens = np.minimum(np.asarray(context_tokens, dtype=float) + new_tokens, drafter.kv_budget_tokens)
-    return get_kv_cache_bytes(get_self_draft_model(scenario.model, drafter), batch, tokens, w.kv_dtype,
-                              w.tensor_parallel)
+    return get_kv_cache_bytes(get_self_draft_model(scenario.model, drafter), w, batch, tokens)
 
 
 __all__ = [

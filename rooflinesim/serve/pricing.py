@@ -37,7 +37,7 @@ from ..scenario.builder import Scenario
 from ..acceptance.closed_form import get_expected_tokens
 from ..pricing.speculative import price_speculation
 from ..scenario.drafting import get_tree_expected_tokens
-from ..step import get_workload_step
+from ..step import get_step_cost
 
 #: ops of the lm_head section: priced at the tokens whose logits the step needs
 HEAD_OPS = frozenset({"final_norm", "lm_head", "logits_allgather", "sample"})  # per logit row (sample: --sampling)
@@ -95,13 +95,13 @@ class TokenTables:
     def build(cls, scenario: Scenario, model, workload, max_tokens: int, max_context: int) -> "TokenTables":
         hw, timing = scenario.hardware, scenario.timing
         t = np.arange(1, max_tokens + 1)
-        step = get_workload_step(hw, model, workload, t, timing, 0, 1)
+        step = get_step_cost(hw, model, workload, t, timing, 0, 1)
         body = _sum_ops(step, lambda op: op.kind not in ATTENTION_KINDS and op.name not in HEAD_OPS)
         body = np.concatenate([[0.0], np.broadcast_to(body + step.step_overhead_s + step.engine_s, t.shape)])
         head = np.concatenate([[0.0], np.broadcast_to(_sum_ops(step, lambda op: op.name in HEAD_OPS), t.shape)])
         context = get_context_grid(max_context)
         chunks = get_geometric_grid(max_tokens, 16)
-        attention_step = get_workload_step(hw, model, workload, chunks[None, :], timing, context[:, None], 1)
+        attention_step = get_step_cost(hw, model, workload, chunks[None, :], timing, context[:, None], 1)
         attention = _sum_ops(attention_step, lambda op: op.kind in ATTENTION_KINDS)
         attention = np.broadcast_to(attention, (context.size, chunks.size)).copy()
         return cls(body, head, context.tolist(), chunks.tolist(), attention)
@@ -154,7 +154,7 @@ class StepPricer:
             else:
                 self.expected_tokens = get_expected_tokens(self.k_grid, alpha, acceptance.per_position)
         else:
-            step = get_workload_step(scenario.hardware, scenario.model, w, 1, scenario.timing,
+            step = get_step_cost(scenario.hardware, scenario.model, w, 1, scenario.timing,
                                      self.context_grid[None, :], self.batch_grid[:, None])
             self.decode_step_s = np.broadcast_to(step.step_time_s, (self.batch_grid.size, self.context_grid.size)
                                                  )[:, :, None].copy()

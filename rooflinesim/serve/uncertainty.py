@@ -20,7 +20,7 @@ import numpy as np
 
 from ..scenario.builder import Scenario
 from ..pricing.speculative import price_speculation
-from ..step import get_workload_step
+from ..step import get_step_cost
 from ..timing.base import Z90
 from .config import ServeConfig
 from .engine import simulate
@@ -47,7 +47,7 @@ def get_step_rel_sigma(scenario: Scenario, batch: float, context_tokens: float, 
     if scenario.drafter is not None:
         sigma = price_speculation(scenario, batch, context_tokens, k).step_rel_sigma
     else:
-        sigma = get_workload_step(scenario.hardware, scenario.model, scenario.workload, 1, scenario.timing,
+        sigma = get_step_cost(scenario.hardware, scenario.model, scenario.workload, 1, scenario.timing,
                                   context_tokens, batch).rel_sigma
     return None if sigma is None else float(np.max(sigma))
 

@@ -8,6 +8,7 @@ name is.
 from __future__ import annotations
 
 import difflib
+import os
 import re
 from functools import lru_cache
 from importlib import resources
@@ -269,7 +270,36 @@ def load_any_spec(name: str | HardwareSpec | ModelSpec) -> HardwareSpec | ModelS
 def _load_file(path: Path, kind: str | None) -> HardwareSpec | ModelSpec:
     """Parse and validate a spec file, cached by its path and content (a file rewritten in the same process is
     read again); `kind` None decides the schema from the content."""
-    return _load_cached(str(path), kind, read_spec_text(path))
+    return _load_cached(str(path), kind, _read_spec(path))
+
+
+@lru_cache(maxsize=None)
+def _shipped_dirs() -> frozenset[Path]:
+    return frozenset(d for kind in ("hardware", "models", "engines") for d in _data_dirs(kind))
+
+
+#: the text of each shipped spec file read so far, by path: (its os.stat signature, text)
+_SHIPPED_TEXT: dict[str, tuple[tuple[int, int, int], str]] = {}
+
+
+def _read_spec(path: Path) -> str:
+    """`read_spec_text`, except that a shipped file (the package's own specs, which `list_models` and the default
+    draft read on every call) is read again only when its size, mtime or inode changed. A user's file is always
+    read: it may be rewritten within one timestamp tick at the same size."""
+    key = str(path)
+    cached = _SHIPPED_TEXT.get(key)  # only shipped files are ever kept
+    if cached is None and path.parent not in _shipped_dirs():
+        return read_spec_text(path)
+    try:
+        stat = os.stat(key)
+    except OSError:
+        return read_spec_text(path)  # its one-line error
+    signature = (stat.st_mtime_ns, stat.st_size, stat.st_ino)
+    if cached is not None and cached[0] == signature:
+        return cached[1]
+    text = read_spec_text(path)
+    _SHIPPED_TEXT[key] = (signature, text)
+    return text
 
 
 @lru_cache(maxsize=256)
@@ -297,7 +327,7 @@ def load_engine(name: str | EngineSpec) -> EngineSpec:
     if isinstance(name, EngineSpec):
         return name
     path = _resolve(str(name), "engines")
-    return _load_engine_cached(str(path), read_spec_text(path))
+    return _load_engine_cached(str(path), _read_spec(path))
 
 
 @lru_cache(maxsize=64)
@@ -318,8 +348,13 @@ def list_models() -> list[ModelSpec]:
 
 
 def _list(kind: str) -> list:
-    paths = sorted(set(_index(kind).values()))
-    return [(load_hardware if kind == "hardware" else load_model)(str(p)) for p in paths]
+    """Every shipped spec of a kind (the index's files: already resolved, so they are loaded directly)."""
+    return [_load_file(p, kind) for p in _index_files(kind)]
+
+
+@lru_cache(maxsize=None)
+def _index_files(kind: str) -> tuple[Path, ...]:
+    return tuple(sorted(set(_index(kind).values())))
 
 
 def get_short_name(spec: HardwareSpec | ModelSpec) -> str:

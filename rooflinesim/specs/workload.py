@@ -37,3 +37,9 @@ class Workload(FrozenModel):
         """Matmuls run in the activation dtype (weight-only quantisation dequantises to it; fp8 weights with fp8
         activations compute in fp8)."""
         return self.activation_dtype
+
+    @classmethod
+    def in_dtype(cls, dtype: str, batch: int = 1, context_tokens: int = 0, **fields) -> "Workload":
+        """Weights, KV cache and activations all in one dtype (what calibration times), at this batch and context."""
+        return cls(batch=int(batch), context_tokens=int(context_tokens), weight_dtype=dtype, kv_dtype=dtype,
+                   activation_dtype=dtype, **fields)

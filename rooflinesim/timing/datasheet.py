@@ -40,6 +40,8 @@ class DatasheetTiming:
     compute_fraction_by_dtype: dict[str, float] = field(default_factory=dict)
     # share of the shorter of an op's compute and memory times hidden under the longer (1: the roofline's max)
     compute_memory_overlap: float = 1.0
+    #: (op kind, compute dtype) -> `_rates`, filled as ops are priced (not an input: `replace` starts a new one)
+    _rates_by_kind: dict = field(default_factory=dict, init=False, repr=False, compare=False)
 
     @classmethod
     def expected(cls, hw: HardwareSpec) -> "DatasheetTiming":
@@ -56,7 +58,13 @@ class DatasheetTiming:
         """This model with the linears run by a quantised kernel (None: the bf16 kernel's efficiency)."""
         return replace(self, quant_kernel=kernel)
 
-    def get_op_time(self, op: OpCost, compute_dtype: str) -> OpTime:
+    def _rates(self, op: OpCost, compute_dtype: str) -> tuple[float, float, float]:
+        """(achievable FLOP/s, achievable B/s, compute-memory overlap) of ops of this kind in `compute_dtype`; they
+        depend on the op's kind only, so each (kind, dtype) is worked out once per model."""
+        key = (op.kind, compute_dtype)
+        rates = self._rates_by_kind.get(key)
+        if rates is not None:
+            return rates
         fraction = self.compute_fraction
         if op.kind in MATMUL_KINDS:
             fraction = self.compute_fraction_by_dtype.get(compute_dtype, fraction)
@@ -68,14 +76,39 @@ class DatasheetTiming:
             bandwidth *= self.quant_kernel.memory_efficiency
             if self.quant_kernel.compute_memory_overlap is not None:
                 overlap = self.quant_kernel.compute_memory_overlap
+        rates = self._rates_by_kind[key] = (peak, bandwidth, overlap)
+        return rates
+
+    def get_op_time(self, op: OpCost, compute_dtype: str) -> OpTime:
+        peak, bandwidth, overlap = self._rates(op, compute_dtype)
         compute = op.count * op.flops / peak
         memory = op.count * op.bytes / bandwidth
-        overhead = np.full_like(compute, op.count * self.kernel_overhead_s)
+        overhead = np.full(np.shape(compute), op.count * self.kernel_overhead_s)
         # a kernel hides its loads under its math only partly when neither dominates (a prefill GEMM of a few hundred
         # tokens runs too few tiles to saturate either peak): the shorter time counts by (1 - overlap)
         hidden = overlap * np.minimum(compute, memory)
         total = compute + memory - hidden + overhead
         return OpTime(compute, memory, overhead, total, compute > memory)
+
+    def get_ops_times(self, ops: list[OpCost], compute_dtype: str) -> list[OpTime] | None:
+        """`get_op_time` of every op in one numpy evaluation over the stacked ops (the same arithmetic element by
+        element, so the same numbers); None when the ops' arrays differ in shape (price them one by one)."""
+        if not ops:
+            return []
+        shape = ops[0].flops.shape
+        if any(op.flops.shape != shape or op.bytes.shape != shape for op in ops):
+            return None
+        column = (-1,) + (1,) * len(shape)  # one row per op, broadcast over the grid
+        rates = np.array([self._rates(op, compute_dtype) for op in ops]).T
+        peak, bandwidth, overlap = (r.reshape(column) for r in rates)
+        counts = np.array([op.count for op in ops], dtype=float).reshape(column)
+        compute = counts * np.stack([op.flops for op in ops]) / peak
+        memory = counts * np.stack([op.bytes for op in ops]) / bandwidth
+        overhead = np.empty_like(compute)
+        overhead[...] = counts * self.kernel_overhead_s
+        total = compute + memory - overlap * np.minimum(compute, memory) + overhead
+        bound = compute > memory
+        return [OpTime(compute[i], memory[i], overhead[i], total[i], bound[i]) for i in range(len(ops))]
 
     def get_step_overhead_s(self, num_layers: int, compute_dtype: str) -> float:
         return num_layers * self.layer_latency_s
@@ -100,3 +133,16 @@ def get_op_time(timing: TimingModel, hw: HardwareSpec, op: OpCost, compute_dtype
     if op.kind in COLLECTIVE_KINDS:
         return get_collective_time(op, hw, interconnect_fraction)
     return timing.get_op_time(op, compute_dtype)
+
+
+def get_ops_times(timing: TimingModel, hw: HardwareSpec, ops: list[OpCost], compute_dtype: str,
+                  interconnect_fraction: float = 1.0) -> list[OpTime]:
+    """`get_op_time` of each op: the collectives by the interconnect, the others in one evaluation where the timing
+    model offers `get_ops_times` (the datasheet's), else one by one."""
+    batched = getattr(timing, "get_ops_times", None)
+    times = None if batched is None else batched([op for op in ops if op.kind not in COLLECTIVE_KINDS], compute_dtype)
+    if times is None:
+        return [get_op_time(timing, hw, op, compute_dtype, interconnect_fraction) for op in ops]
+    priced = iter(times)
+    return [get_collective_time(op, hw, interconnect_fraction) if op.kind in COLLECTIVE_KINDS else next(priced)
+            for op in ops]

@@ -57,6 +57,11 @@ class EngineTiming:
     def get_op_time(self, op: OpCost, compute_dtype: str) -> OpTime:
         return self.base.get_op_time(op, compute_dtype)
 
+    def get_ops_times(self, ops: list[OpCost], compute_dtype: str) -> list[OpTime] | None:
+        """The base model's batched op times, where it has them (`datasheet.get_ops_times`)."""
+        batched = getattr(self.base, "get_ops_times", None)
+        return None if batched is None else batched(ops, compute_dtype)
+
     def get_step_overhead_s(self, num_layers: int, compute_dtype: str) -> float:
         return self.base.get_step_overhead_s(num_layers, compute_dtype)
 

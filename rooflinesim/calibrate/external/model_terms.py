@@ -164,11 +164,11 @@ def select_model_terms(predicted, measured, kv_bytes=None) -> tuple[float, float
 
 def _priced_step(hw, spec, dtype, batch, context, q):
     from ...scenario.builder import build_scenario
-    from ...step import get_workload_step
+    from ...step import get_step_cost
 
     sc = build_scenario(hw, spec, batch, context, weight_dtype=dtype, kv_dtype=dtype, activation_dtype=dtype,
                         speculative=False, allow_long_context=True)
-    return get_workload_step(sc.hardware, spec, sc.workload, q, sc.timing, context, batch)
+    return get_step_cost(sc.hardware, spec, sc.workload, q, sc.timing, context, batch)
 
 
 def _price(hw, spec, dtype, batch, context, q) -> float:
@@ -282,7 +282,7 @@ def measure_model_family(hw, base, source: str, device: Device, dtype: str, time
     """`validate --family model --model SOURCE`: the model's check points (the ones `calibrate --model` did not
     time) measured and priced by the profile, with its terms when it has them (rows of `external_validate`)."""
     from ...scenario.builder import build_scenario
-    from ...step import get_workload_step
+    from ...step import get_step_cost
 
     config_path, spec = resolve_source(source)
     terms = ((hw.measured.provenance.model_terms or {}).get(spec.name) or {}).get(dtype)
@@ -300,9 +300,9 @@ def measure_model_family(hw, base, source: str, device: Device, dtype: str, time
         options = dict(weight_dtype=dtype, kv_dtype=dtype, activation_dtype=dtype, speculative=False,
                        allow_long_context=True)
         sc = build_scenario(hw, spec, batch, context, **options)
-        step = get_workload_step(sc.hardware, spec, sc.workload, q, sc.timing, context, batch)
+        step = get_step_cost(sc.hardware, spec, sc.workload, q, sc.timing, context, batch)
         roof = build_scenario(base, spec, batch, context, **options)
-        roofline = get_workload_step(roof.hardware, spec, roof.workload, q, roof.timing, context, batch)
+        roofline = get_step_cost(roof.hardware, spec, roof.workload, q, roof.timing, context, batch)
         rows.append({"kind": "decode" if q == 1 else "verify", "model": spec.name, "family": "model",
                      "batch": batch, "context_tokens": context, "new_tokens": q, "measured_s": t.estimate_s,
                      "measured_spread": t.spread, "measured_median_s": t.median_s,

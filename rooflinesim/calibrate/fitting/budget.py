@@ -23,6 +23,7 @@ import math
 from dataclasses import dataclass, replace
 
 from ...ops.step_ops import get_step_ops
+from ...specs.workload import Workload
 from ...units import MIB, get_dtype_bytes
 from .measurements import (
     AttentionKey, CacheKey, DecoderKey, ElementwiseKey, LinearKey, MeasurementKey, SamplerKey, WarmLinearKey,
@@ -163,7 +164,7 @@ def _linear_call_s(m: int, k: int, n: int, size: float, speed: DeviceSpeed) -> f
 def _decoder_forward_s(key: DecoderKey, dtype: str, speed: DeviceSpeed) -> tuple[float, float]:
     """(one forward pass s, building the decoder s) from the probed speeds."""
     spec = get_decoder_spec(key.name)
-    ops = get_step_ops(spec, key.batch, DECODER_CONTEXT, key.new_tokens, dtype, dtype, dtype)
+    ops = get_step_ops(spec, Workload.in_dtype(dtype, key.batch, DECODER_CONTEXT), key.new_tokens)
     work = sum(op.count * max(float(op.flops) / speed.gemm_flops_per_s,
                               float(op.bytes) / speed.gemv_bandwidth_bytes_per_s) for op in ops)
     layer = speed.layer_dispatch_s or OPS_PER_LAYER * speed.call_overhead_s

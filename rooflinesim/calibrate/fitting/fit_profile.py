@@ -25,6 +25,7 @@ import numpy as np
 
 from ...ops.sections import get_acceptance_rule_bytes, get_sampler_bytes
 from ...ops.step_ops import get_step_ops
+from ...specs.workload import Workload
 from ...specs.measured import AffineFit, CacheReuse, DtypeProfile, LinearTable, MeasuredProfile, Provenance
 from ...specs.hardware import Efficiency, HardwareSpec
 from ...units import GIGA, get_dtype_bytes
@@ -90,8 +91,8 @@ def _fit_attention(dtype: str, results: Results) -> dict[str, AffineFit]:
                 continue
             spec = synthetic_spec("attn", key.heads * key.head_dim, key.heads, key.kv_heads, 256,
                                   head_dim=key.head_dim)
-            op = next(o for o in get_step_ops(spec, key.batch, key.context_tokens, key.query_tokens, dtype, dtype,
-                                              dtype) if o.kind == "attention")
+            op = next(o for o in get_step_ops(spec, Workload.in_dtype(dtype, key.batch, key.context_tokens),
+                                              key.query_tokens) if o.kind == "attention")
             features["kv_bytes"].append(float(op.kv_read_bytes))
             features["flops"].append(float(op.flops))
             features["scores"].append(float(key.batch * key.heads * key.query_tokens * float(op.dims["kv_tokens"])))
@@ -107,7 +108,7 @@ def _elementwise_bytes(key: ElementwiseKey, dtype: str) -> float:
     batch, q = elementwise_step_split(key.tokens)
     spec = synthetic_spec("elementwise", key.hidden, key.heads, key.kv_heads, key.intermediate)
     name = {"norm": "attn_norm", "residual": "attn_residual"}.get(key.family, key.family)
-    for op in get_step_ops(spec, batch, 1000, q, dtype, dtype, dtype):
+    for op in get_step_ops(spec, Workload.in_dtype(dtype, batch, 1000), q):
         if op.name == name:
             return float(op.bytes)
     raise KeyError(name)
@@ -243,7 +244,7 @@ def fit_overheads(dtype: str, profile: DtypeProfile, results: Results, in_model_
     for key in results.keys_of(DecoderKey):
         names.append(key.name)
         spec = get_decoder_spec(key.name)
-        ops = get_step_ops(spec, key.batch, DECODER_CONTEXT, key.new_tokens, dtype, dtype, dtype)
+        ops = get_step_ops(spec, Workload.in_dtype(dtype, key.batch, DECODER_CONTEXT), key.new_tokens)
         step_timing = timing.for_step(ops)
         predicted = sum(float(step_timing.get_op_time(op, dtype).time_s) for op in ops)
         rows.append((predicted, spec.num_layers, results.timing(key).estimate_s))

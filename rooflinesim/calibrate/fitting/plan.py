@@ -13,6 +13,7 @@ from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, NamedTuple
 
 from ...ops.step_ops import get_step_ops
+from ...specs.workload import Workload
 from ...specs.model import ModelSpec
 from ...units import GIB, MIB, get_dtype_bytes
 from .measurements import (
@@ -160,7 +161,8 @@ def get_decoder_spec(name: str) -> ModelSpec:
 
 
 def _linear_weight_shapes(spec: ModelSpec) -> set[tuple[int, int]]:
-    return {(int(op.dims["k"]), int(op.dims["n"])) for op in get_step_ops(spec, 1, 1, 1) if op.kind == "linear"}
+    ops = get_step_ops(spec, Workload(batch=1, context_tokens=1), 1)
+    return {(int(op.dims["k"]), int(op.dims["n"])) for op in ops if op.kind == "linear"}
 
 
 def get_calibrated_shapes(shapes=LINEAR_SHAPES) -> set[tuple[int, int]]:

@@ -37,8 +37,9 @@ from ...specs.registry import load_hardware, load_model
 from ...scenario.builder import Scenario, build_scenario
 from ...errors import InputError
 from ...acceptance.closed_form import get_expected_tokens
-from ...pricing.speculative import get_interval, price_speculation
-from ...step import get_workload_step
+from ...pricing.speculative import price_speculation
+from ...pricing.speculative_result import get_interval
+from ...step import get_step_cost
 from ...timing import DatasheetTiming
 from ..reference import model as M
 from ..fitting.measurements import Timing
@@ -261,7 +262,7 @@ def run_validation(profile_path: str, device: Device, dtype: str | None = None, 
         priced = []
         for sc in scenarios(b):
             spec, workload = ((sc.drafter.model, sc.draft_workload) if kind == "draft" else (sc.model, sc.workload))
-            priced.append(get_workload_step(sc.hardware, spec, workload, q, sc.timing, s, b))
+            priced.append(get_step_cost(sc.hardware, spec, workload, q, sc.timing, s, b))
         calibrated, uncalibrated = priced
         rows.append({
             "kind": kind, "batch": b, "context_tokens": s, "new_tokens": q,

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 import torch
 
 from ...scenario.builder import build_scenario
-from ...step import get_workload_step
+from ...step import get_step_cost
 from ..reference import model as M
 from ..fitting.holdout import make_hold_out_family
 from ..measure.timers import Device, Timer, get_torch_dtype
@@ -36,9 +36,9 @@ def price_row(hw, base, spec, dtype: str, batch: int, context: int) -> dict:
     options = dict(weight_dtype=dtype, kv_dtype=dtype, activation_dtype=dtype, speculative=False,
                    allow_long_context=True, engine="ideal")  # bare forward passes were timed: no engine's costs
     calibrated = build_scenario(hw, spec, batch, context, **options)
-    step = get_workload_step(calibrated.hardware, spec, calibrated.workload, 1, calibrated.timing, context, batch)
+    step = get_step_cost(calibrated.hardware, spec, calibrated.workload, 1, calibrated.timing, context, batch)
     roof = build_scenario(base, spec, batch, context, **options)
-    roofline = get_workload_step(roof.hardware, spec, roof.workload, 1, roof.timing, context, batch)
+    roofline = get_step_cost(roof.hardware, spec, roof.workload, 1, roof.timing, context, batch)
     return {
         "predicted_s": float(step.step_time_s), "roofline_s": float(roofline.roofline_step_time_s),
         "predicted_low_s": None if step.sigmas is None else float(step.step_time_s_low),

@@ -1,0 +1,129 @@
+"""The shortcuts that keep one `predict` point fast give the numbers of the plain computation, bit for bit: the
+batched op timing, the broadcasting in `make_op`, the loop times shared between a point's answer and its sensitivity
+to the acceptance, and the decode step `predict` takes from the speculative loop. Speed itself is measured by
+`benchmarks/bench_predict_call.py`, never asserted."""
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import rooflinesim
+from rooflinesim import load_hardware, load_model
+from rooflinesim.ops.op_cost import OpCost, make_op
+from rooflinesim.ops.step_ops import get_step_ops
+from rooflinesim.pricing import speculative
+from rooflinesim.pricing.break_even import get_best_k_index
+from rooflinesim.pricing.predict import StepSummary, get_op_rows
+from rooflinesim.pricing.sensitivity import get_alpha_sensitivity
+from rooflinesim.pricing.speculative import price_speculation
+from rooflinesim.scenario.builder import build_scenario
+from rooflinesim.specs.workload import Workload
+from rooflinesim.step import get_step_cost
+from rooflinesim.timing import DatasheetTiming, get_op_time
+from rooflinesim.timing.datasheet import get_ops_times
+from rooflinesim.timing.datasheet_band import get_datasheet_band
+from rooflinesim.timing.engine import with_engine
+from rooflinesim.timing.quant_kernels import get_quant_kernel
+from rooflinesim.scenario.inputs import resolve_engine
+
+PROFILE = Path(__file__).resolve().parent / "data" / "profiles" / "cpu-amd-epyc-2c.yaml"
+
+#: (hardware, model, workload fields, batch, context, new tokens): points and grids, TP (collectives), quantised
+#: weights, MoE, MLA, unfused attention
+CASES = [
+    ("h100", "llama-3.1-8b", {}, 8, 4096, 1),
+    ("h100", "llama-3.1-8b", {}, np.array([1, 8]), np.array([[512], [8192]]), np.arange(1, 10)[:, None, None]),
+    ("h100", "llama-3.1-70b", {"tensor_parallel": 4}, 16, 8192, np.arange(1, 6)),
+    ("a100", "llama-3.1-8b", {"weight_dtype": "int4"}, 4, 2048, 3),
+    ("h100", "mixtral-8x7b", {"tensor_parallel": 2, "attention": "unfused"}, np.array([1, 64]), 4096, 1),
+    ("h100", "deepseek-v2-lite", {"kv_dtype": "fp8"}, 2, 1024, 5),
+]
+
+
+def _same(a, b) -> bool:
+    return np.shape(a) == np.shape(b) and np.array_equal(a, b)
+
+
+@pytest.mark.parametrize("hw_name, model_name, fields, batch, context, new_tokens", CASES)
+def test_batched_op_times_are_the_per_op_times(hw_name, model_name, fields, batch, context, new_tokens):
+    hw = load_hardware(hw_name)
+    ops = get_step_ops(load_model(model_name), Workload(batch=1, context_tokens=0, **fields), new_tokens, batch=batch,
+                       context_tokens=context)
+    dtype = "bf16"
+    kernel = get_quant_kernel("tinygemm", "int4") if fields.get("weight_dtype") == "int4" else None
+    for timing in (DatasheetTiming.expected(hw).with_quant_kernel(kernel), DatasheetTiming.speed_of_light(hw),
+                   with_engine(DatasheetTiming.expected(hw), resolve_engine("vllm-v1"))):
+        batched = get_ops_times(timing, hw, ops, dtype, 0.8)
+        one_by_one = [get_op_time(timing, hw, op, dtype, 0.8) for op in ops]
+        assert len(batched) == len(one_by_one) == len(ops)
+        for fast, plain in zip(batched, one_by_one):
+            for field in ("compute_time_s", "memory_time_s", "overhead_s", "time_s", "compute_bound"):
+                assert _same(getattr(fast, field), getattr(plain, field)), field
+
+
+def test_ops_of_different_shapes_are_priced_one_by_one():
+    hw = load_hardware("h100")
+    a = make_op("a", "elementwise", 2, np.ones(3), 1.0)
+    b = make_op("b", "elementwise", 2, 1.0, 1.0)
+    assert DatasheetTiming.expected(hw).get_ops_times([a, b], "bf16") is None
+    times = get_ops_times(DatasheetTiming.expected(hw), hw, [a, b], "bf16")
+    assert np.shape(times[0].time_s) == (3,) and np.shape(times[1].time_s) == ()
+
+
+@pytest.mark.parametrize("shape", [(), (1,), (9,), (2, 1, 3), (80, 80)])
+def test_make_op_broadcasts_as_numpy_does(shape):
+    grid = np.arange(1.0, 1.0 + np.prod(shape)).reshape(shape)
+    values = (grid, 2.5, 0.0, np.asarray(7.0), -0.0, 0.0, grid * 2)  # a default 0.0 and a negative zero among them
+    op = make_op("x", "linear", 3, *values)
+    expected = np.broadcast_arrays(*(np.asarray(v, dtype=float) for v in values))
+    fields = ("flops", "weight_bytes", "act_read_bytes", "act_write_bytes", "kv_read_bytes", "kv_write_bytes",
+              "comm_bytes")
+    for field, want in zip(fields, expected):
+        got = getattr(op, field)
+        assert _same(got, want) and np.array_equal(np.signbit(got), np.signbit(want)), field
+    assert isinstance(op, OpCost)
+
+
+@pytest.mark.parametrize("options", [{"alpha": 0.7}, {"alpha": 0.95, "extra_draft_pass": True},
+                                     {"drafter": "eagle", "alpha": 0.05}])
+def test_sensitivity_one_rate_at_a_time_matches_the_two_axis_grid(options):
+    """The sensitivity prices each rate over the scenario's k axis (reusing the answer's loop); pricing every rate
+    at once over (k, alpha), as it used to, gives the same rows and robust k."""
+    scenario = build_scenario("h100", "llama-3.1-8b", 8, 4096, **options)
+    result = get_alpha_sensitivity(scenario)
+    ks, moved = scenario.k_values, np.asarray([row["alpha"] for row in result["rows"]])
+    grid = price_speculation(scenario, k=ks[:, None], alpha=moved[None, :])
+    speedup = np.broadcast_to(np.asarray(grid.speedup, dtype=float).reshape(ks.size, -1), (ks.size, moved.size))
+    fits = np.broadcast_to(np.asarray(grid.fits_in_memory).reshape(ks.size, -1)[:, :1], speedup.shape)
+    best = get_best_k_index(speedup, fits, axis=0)
+    assert [(row["best_k"], row["best_speedup"]) for row in result["rows"]] == [
+        (int(ks[b]), float(speedup[b, j])) for j, b in enumerate(best)]
+    share = np.where(fits, speedup / speedup[best, np.arange(moved.size)][None, :], -np.inf).min(axis=1)
+    assert result["robust_k"] == int(ks[int(np.argmax(share))])
+
+
+def test_the_loop_times_are_kept_for_one_scenario_only():
+    one = build_scenario("h100", "llama-3.1-8b", 8, 4096)
+    other = build_scenario("h100", "llama-3.1-8b", 8, 4096, alpha=0.6)
+    first = price_speculation(one)
+    assert price_speculation(one).draft_step_time_s is first.draft_step_time_s  # the same loop, reused
+    price_speculation(other)
+    again = price_speculation(one)  # priced afresh after another scenario: the same numbers
+    assert again.draft_step_time_s is not first.draft_step_time_s
+    assert _same(again.speedup, first.speedup) and _same(again.verify_step_time_s, first.verify_step_time_s)
+
+
+@pytest.mark.parametrize("options", [{}, {"drafter": "eagle", "k": 4}, {"calibration": str(PROFILE)}])
+def test_predict_summarises_the_loops_decode_as_its_own(options):
+    hw = "cpu-generic" if "calibration" in options else "h100"
+    model = "tiny-llama-123m" if "calibration" in options else "llama-3.1-8b"
+    draft = {"draft": "tiny-draft-2l"} if "calibration" in options else {}
+    prediction = rooflinesim.predict(hw, model, 2, 512, **options, **draft)
+    scenario = prediction.scenario
+    alone = get_step_cost(scenario.hardware, scenario.model, scenario.workload, 1, scenario.timing)
+    band = get_datasheet_band(scenario.hardware) if alone.sigmas is None else None
+    assert prediction.decode == StepSummary.from_step(alone, 1, 512, band)
+    assert prediction.ops == get_op_rows(alone)
+    speculative._LAST_LOOP[0] = None
+    assert rooflinesim.predict(hw, model, 2, 512, **options, **draft).to_dict() == prediction.to_dict()
