@@ -163,15 +163,17 @@ def get_step_cost(
     tensor_parallel: int = 1,
     quant_group_size: int = DEFAULT_QUANT_GROUP_SIZE,
     sampling: bool = False,
+    implementation=None,
 ) -> StepCost:
     """Cost of one forward step of B sequences adding q tokens on S cached ones (arrays broadcast); `sampling` adds
-    the sampler over its logits.
+    the sampler over its logits; `implementation` (None: the reference decoder) adds what that code does beyond it
+    (`ops.implementation_ops`).
 
     With tensor parallelism the ops are one device's share plus the collectives; all devices run in lockstep.
     """
     ops = get_step_ops(
         model, batch, context_tokens, new_tokens, weight_dtype, kv_dtype, activation_dtype, attention,
-        logits_for_all_tokens, tensor_parallel, quant_group_size, sampling,
+        logits_for_all_tokens, tensor_parallel, quant_group_size, sampling, implementation,
     )
     timing = (timing or DatasheetTiming.expected(hw)).for_step(ops)  # a measured model reads the cache working set
     if hasattr(timing, "for_model"):  # a profile with this model's own terms (`calibrate --model`)
@@ -245,6 +247,7 @@ def get_workload_step(hw, model, workload: Workload, new_tokens, timing, context
         workload.weight_dtype, workload.kv_dtype, workload.activation_dtype, workload.attention,
         logits_for_all_tokens=logits_for_all_tokens, timing=timing, tensor_parallel=workload.tensor_parallel,
         quant_group_size=workload.quant_group_size, sampling=workload.sampling,
+        implementation=workload.implementation,
     )
 
 

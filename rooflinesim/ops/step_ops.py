@@ -17,6 +17,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..specs.model import ModelSpec
+from .implementation_ops import dispatch_ops, resolve_implementation
 from .op_cost import OpCost, get_kv_tokens_read, get_kv_tokens_stored, make_collective, make_linear, make_op
 from .sections import (
     OpContext, allreduce_ops, attention_ops_gqa, attention_ops_mla, dense_mlp_ops, embedding_ops, get_local_width,
@@ -44,6 +45,7 @@ def get_step_ops(
     tensor_parallel: int = 1,
     quant_group_size: int = DEFAULT_QUANT_GROUP_SIZE,
     sampling: bool = False,
+    implementation=None,
 ) -> list[OpCost]:
     """All ops of one forward step on ONE device, in execution order. B, S, q may be broadcastable arrays.
 
@@ -63,11 +65,17 @@ def get_step_ops(
 
     int8/int4 weights carry group scales (see units.get_weight_bytes_per_element) and cost 2 FLOPs per weight to
     dequantise on the fly.
+
+    `implementation` (a name, YAML path or `specs.implementation.ImplementationSpec`; None: the reference decoder
+    every calibration times) adds what that code does beyond the reference (`ops.implementation_ops`): a
+    concatenating KV cache, materialised GQA expansion, extra RoPE passes, extra dispatches; and fuses q/k/v or
+    gate/up where it does.
     """
     if attention not in ATTENTION_MODES:
         raise ValueError(f"attention must be one of {', '.join(ATTENTION_MODES)}, got {attention!r}")
     c = OpContext.build(model, batch, context_tokens, new_tokens, weight_dtype, kv_dtype, activation_dtype, attention,
-                        logits_for_all_tokens, tensor_parallel, quant_group_size)
+                        logits_for_all_tokens, tensor_parallel, quant_group_size,
+                        resolve_implementation(implementation))
     layers = model.num_layers
     return [
         *embedding_ops(c),
@@ -80,6 +88,7 @@ def get_step_ops(
         *moe_mlp_ops(c),
         *allreduce_ops(c, "mlp_allreduce", layers),
         c.residual("mlp_residual"),
+        *dispatch_ops(c.impl, layers),
         *lm_head_ops(c),
         *(sampler_ops(c) if sampling else []),
     ]

@@ -195,6 +195,7 @@ class Prediction:
                 "tensor_parallel": w.tensor_parallel,
                 "quant_group_size": w.quant_group_size,
                 "quant_kernel": self.scenario.quant_kernel if self.scenario is not None else None,
+                "implementation": w.implementation,
             },
             "memory": dict(self.memory),
             "prefill": self.prefill.__dict__.copy(),

@@ -42,6 +42,7 @@ from .inputs import (
     resolve_dtypes, resolve_memory_options, resolve_quant_kernel,
 )
 from .inputs import resolve_engine
+from .implementation import resolve_implementation
 from .checks import check_finite_prices, check_grid_size, get_memory_warnings, get_pricing_warnings
 
 
@@ -193,6 +194,7 @@ def build_scenario(
     draft_layer_fraction=None,
     engine=None,
     assumed: dict | None = None,
+    implementation=None,
 ) -> Scenario:
     """Resolve every user input into one Scenario (see the module docstring).
 
@@ -213,7 +215,9 @@ def build_scenario(
     `drafter='self'` drafts with the target itself, reading at most `draft_kv_budget` KV tokens and/or running
     `draft_layer_fraction` of its layers; its weights are the target's (counted once). `engine` (a name, alias, path
     or EngineSpec; default DEFAULT_ENGINE, vLLM V1) adds that engine's launch, host and speculative costs to every
-    step (docs/engines.md); 'ideal' prices bare kernels.
+    step (docs/engines.md); 'ideal' prices bare kernels. `implementation` (a name such as 'hf' or 'gptfast', or a
+    YAML file; default the reference decoder calibration times) prices what that code does beyond the reference
+    (`ops.implementation_ops`, docs/calibration.md).
     Every input left at None takes the one default of `scenario.inputs` (hardware a100, llama-3.1-8b, batch 1,
     context 4096, bf16, the smallest shipped draft of the target's tokenizer family, alpha 0.8, k 0..8) and is listed
     in `Scenario.assumed` (with `assumed`, what a front end assumed itself, e.g. a sweep's grid).
@@ -261,7 +265,8 @@ def build_scenario(
     group = check_positive_int(quant_group_size, "quantisation group size", 1 << 20)
     workload = Workload(batch=int(batch_axis[0]), context_tokens=int(context_axis[0]), weight_dtype=weight,
                         kv_dtype=kv, activation_dtype=activation, attention=attention, tensor_parallel=tp,
-                        quant_group_size=group, sampling=bool(sampling))
+                        quant_group_size=group, sampling=bool(sampling),
+                        implementation=resolve_implementation(implementation, hw_spec, model_spec, warnings))
     timing = get_timing_model(hw_spec)
     kernel, kernel_warnings = resolve_quant_kernel(quant_kernel, weight, hw_spec)
     warnings += kernel_warnings

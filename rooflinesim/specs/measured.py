@@ -18,7 +18,8 @@ from .base import FloatTuple, IntTuple, SpecModel, StrTuple
 from ..units import normalize_dtype
 
 #: Elementwise op families `rooflinesim calibrate` measures (the keys of DtypeProfile.elementwise).
-ELEMENTWISE_FAMILIES = ("norm", "rope", "mlp_act", "residual", "kv_cache_write", "embedding", "sample", "accept_rule")
+ELEMENTWISE_FAMILIES = ("norm", "rope", "mlp_act", "residual", "kv_cache_write", "embedding", "sample", "accept_rule",
+                        "kv_concat")
 #: DtypeProfile.attention keys: one query token per sequence (decode) or several (verify), per head_dim.
 ATTENTION_FIT_KINDS = ("decode", "multi")
 #: The machine-speed anchors `calibrate` times and every measured validation re-times (rooflinesim.calibrate.measure.anchor).
@@ -177,6 +178,11 @@ class DtypeProfile(SpecModel):
         0.0, ge=0,
         description="what a layer of a real model costs beyond its ops timed alone and the tiny decoders' dispatch "
                     "(rooflinesim.calibrate.fitting.fit_profile.fit_overheads); 0 in profiles measured before it existed")
+    dispatch_s: Optional[float] = Field(
+        None, ge=0, le=1e-3,
+        description="one aten call's dispatch cost (s): a loop of tiny in-place ops timed per call "
+                    "(calibrate.measure.benchmarks.implementation); prices the extra dispatches of an implementation "
+                    "(`ops.implementation_ops`); absent in profiles measured before it existed")
     residuals: dict[str, float] = Field(default_factory=dict)
     runs: Optional[int] = Field(None, ge=1, description="calibration runs pooled into this profile (`calibrate "
                                                        "--merge`); absent: one")

@@ -57,6 +57,9 @@ class DatasheetTiming:
         return replace(self, quant_kernel=kernel)
 
     def get_op_time(self, op: OpCost, compute_dtype: str) -> OpTime:
+        if op.kind == "dispatch":  # host-side aten calls: a datasheet has no figure for them (engines price launches)
+            zero = np.zeros(np.broadcast(op.flops, op.bytes).shape)
+            return OpTime(zero, zero, zero, zero, zero > 0)
         fraction = self.compute_fraction
         if op.kind in MATMUL_KINDS:
             fraction = self.compute_fraction_by_dtype.get(compute_dtype, fraction)

@@ -25,7 +25,8 @@ from dataclasses import dataclass, replace
 from ...ops.step_ops import get_step_ops
 from ...units import MIB, get_dtype_bytes
 from .measurements import (
-    AttentionKey, CacheKey, DecoderKey, ElementwiseKey, LinearKey, MeasurementKey, SamplerKey, WarmLinearKey,
+    AttentionKey, CacheKey, DecoderKey, ElementwiseKey, ImplementationKey, LinearKey, MeasurementKey, SamplerKey,
+    WarmLinearKey,
 )
 from .plan import (
     ALWAYS_MEASURED_M, CACHE_SHAPE, DECODER_CONTEXT, ELEMENTWISE_SPECS, OVERHEAD_MODELS, OVERHEAD_TOKENS,
@@ -209,6 +210,13 @@ def estimate_key_s(key: MeasurementKey, plan: Plan, speed: DeviceSpeed) -> float
         copies = max(1, int(WARM_WORKING_SET_BYTES // (key.in_features * key.out_features * size)))
         call = _linear_call_s(key.m, key.in_features, key.out_features, size, speed)
         return JOB_SETUP_S + 2 * copies * call + _timed_s(call, plan)
+    if isinstance(key, ImplementationKey):
+        if key.kind == "dispatch":
+            return JOB_SETUP_S + _timed_s(key.size * speed.call_overhead_s, plan)
+        # two caches of `size` read and written into fresh allocations (page faults: about the fill rate)
+        fill = 2 * key.size / speed.fill_bytes_per_s
+        call = 4 * key.size / speed.gemv_bandwidth_bytes_per_s + 2 * key.size / speed.fill_bytes_per_s
+        return JOB_SETUP_S + fill + _timed_s(call, plan)
     if isinstance(key, SamplerKey):  # float64 probabilities, a few passes over them and ~20 small calls
         rows = key.batch * (key.positions + 1)
         call = 6 * rows * key.vocab * 8 / speed.gemv_bandwidth_bytes_per_s + 20 * speed.call_overhead_s

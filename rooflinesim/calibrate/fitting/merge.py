@@ -103,8 +103,14 @@ def merge_dtype(dtype: str, profiles: list[DtypeProfile]) -> DtypeProfile:
         layer_overhead_s=avg("layer_overhead_s"), step_overhead_s=avg("step_overhead_s"),
         cache_reuse=_merge_cache(profiles, runs), in_model_scale=avg("in_model_scale"),
         in_model_layer_overhead_s=avg("in_model_layer_overhead_s"), residuals=residuals,
-        warm_linear=_merge_tables(profiles, "warm_linear"),
+        warm_linear=_merge_tables(profiles, "warm_linear"), dispatch_s=_merge_optional(profiles, runs, "dispatch_s"),
         runs=sum(runs))
+
+
+def _merge_optional(profiles: list[DtypeProfile], runs: list[int], name: str) -> float | None:
+    """A field older profiles lack, averaged over the runs that have it (None when none has)."""
+    have = [(getattr(p, name), r) for p, r in zip(profiles, runs) if getattr(p, name) is not None]
+    return _weighted([v for v, _ in have], [r for _, r in have]) if have else None
 
 
 def _merge_anchors(provs) -> dict[str, float] | None:

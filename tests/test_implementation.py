@@ -1,0 +1,261 @@
+"""Implementation profiles (`specs.implementation`, `ops.implementation_ops`): the sourced tables, the ops they add
+(hand-computed bytes), the reference implementation's prices unchanged, and their measured pricing."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from rooflinesim.calibrate.fitting.plan import synthetic_spec
+from rooflinesim.errors import InputError
+from rooflinesim.ops.step_ops import get_step_ops
+from rooflinesim.scenario.builder import build_scenario
+from rooflinesim.specs.base import SpecError
+from rooflinesim.specs.implementation import ImplementationSpec, list_implementation_names, load_implementation
+from rooflinesim.specs.measured import AffineFit
+from rooflinesim.specs.registry import load_model
+from rooflinesim.step import get_step_cost
+from rooflinesim.timing.measured import MeasuredTiming
+from tests.synthetic_profiles import make_profile
+
+ROOT = Path(__file__).resolve().parent.parent
+PROFILES = sorted((ROOT / "tests" / "data" / "profiles").glob("*.yaml"))
+
+# hf-llama-94m's shapes: hidden 576, 9 heads of 64, 3 KV heads, 10 layers
+LLAMA = synthetic_spec("impl-llama", 576, 9, 3, 1664, layers=10, vocab=49152)
+
+
+def _with_profile_fields(hw, **fields):
+    prof = hw.measured.dtypes["fp32"].model_copy(update=fields)
+    return hw.model_copy(update={"measured": hw.measured.model_copy(update={"dtypes": {"fp32": prof}})})
+
+
+def _ops(impl, batch=2, context=2048, new_tokens=1, model=LLAMA, dtype="fp32"):
+    return {op.name: op for op in get_step_ops(model, batch, context, new_tokens, dtype, dtype, dtype,
+                                                implementation=impl)}
+
+
+# --- the tables ---------------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("name", ["reference", "hf", "gptfast"])
+def test_every_shipped_field_names_the_file_it_was_read_from(name):
+    spec = load_implementation(name)
+    assert name in list_implementation_names()
+    for field, source in spec.sources().items():
+        assert ".py" in source, f"{name}.{field}: the source names no file: {source!r}"
+
+
+def test_tables_say_what_the_sources_say():
+    hf, gptfast, reference = (load_implementation(n) for n in ("transformers", "gpt-fast", "reference"))
+    assert hf.kv_cache_append.value == "concat" and "cache_utils.py" in hf.kv_cache_append.source
+    assert hf.gqa_expansion.value == "repeat_kv_multi_token" and "sdpa_attention.py" in hf.gqa_expansion.source
+    assert gptfast.fused_qkv.value and not hf.fused_qkv.value and not reference.fused_qkv.value
+    assert reference.kv_cache_append.value == gptfast.kv_cache_append.value == "in_place"
+
+
+def test_an_unknown_implementation_is_one_line_with_suggestions():
+    with pytest.raises(SpecError, match="did you mean hf"):
+        load_implementation("hff")
+    with pytest.raises(InputError, match="unknown implementation 'hff'; did you mean hf"):
+        build_scenario("a100", "llama-3.1-8b", 1, 4096, speculative=False, implementation="hff")
+
+
+def test_a_field_without_source_is_refused(tmp_path):
+    data = load_implementation("hf").model_dump()
+    data["name"] = "mine"
+    data["kv_cache_append"] = {"value": "concat"}
+    path = tmp_path / "mine.yaml"
+    path.write_text(json.dumps(data))
+    with pytest.raises(SpecError, match="kv_cache_append.source"):
+        load_implementation(str(path))
+
+
+# --- the reference implementation prices exactly as before -----------------------------------------------------------
+
+
+@pytest.mark.parametrize("model", ["llama-3.1-8b", "qwen1.5-moe-a2.7b", "deepseek-v3", "mistral-7b-v0.1"])
+@pytest.mark.parametrize("profile", [None, *PROFILES], ids=lambda p: "datasheet" if p is None else p.stem)
+def test_reference_implementation_is_the_step_model_before_it(model, profile):
+    hw = "cpu-generic" if profile is not None else "h100"
+    kwargs = dict(speculative=False, allow_long_context=True, calibration=None if profile is None else str(profile))
+    if profile is not None:
+        kwargs.update(weight_dtype="fp32", kv_dtype="fp32", activation_dtype="fp32")
+    base = build_scenario(hw, model, [1, 16], [512, 8192], **kwargs)
+    named = build_scenario(hw, model, [1, 16], [512, 8192], implementation="reference", **kwargs)
+    assert base.workload.implementation == named.workload.implementation == "reference"
+    w = base.workload
+    b, s = base.batch[:, None], base.context_tokens[None, :]
+    for q in (1, 5):
+        old = get_step_cost(base.hardware, base.model, b, s, q, w.weight_dtype, w.kv_dtype, w.activation_dtype,
+                            timing=base.timing)
+        new = get_step_cost(named.hardware, named.model, b, s, q, w.weight_dtype, w.kv_dtype, w.activation_dtype,
+                            timing=named.timing, implementation="reference")
+        assert [op.name for op in old.ops] == [op.name for op in new.ops]
+        np.testing.assert_array_equal(old.step_time_s, new.step_time_s)
+
+
+# --- the ops an implementation adds -----------------------------------------------------------------------------------
+
+
+def test_hf_decode_step_adds_exactly_the_concatenated_cache():
+    reference, hf = _ops(None), _ops("hf")
+    # per layer: keys and values (2) x batch 2 x 3 KV heads x 2048 cached positions x head_dim 64 x 4 bytes, read
+    # once and written once into the new allocation
+    per_layer = 2 * 2 * 3 * 2048 * 64 * 4
+    assert per_layer == 6_291_456
+    concat = hf["kv_concat"]
+    assert concat.count == 10 and float(concat.kv_read_bytes) == float(concat.kv_write_bytes) == per_layer
+    assert float(concat.act_read_bytes + concat.act_write_bytes + concat.weight_bytes) == 0.0
+    hw = make_profile()
+    old = get_step_cost(hw, LLAMA, 2, 2048, 1, "fp32", "fp32", "fp32")
+    new = get_step_cost(hw, LLAMA, 2, 2048, 1, "fp32", "fp32", "fp32", implementation="hf")
+    assert float(new.kv_read_bytes - old.kv_read_bytes) == 10 * per_layer
+    assert float(new.kv_write_bytes - old.kv_write_bytes) == 10 * per_layer
+    # the new token's own write is still the reference's kv_cache_write; decode attends natively (no repeat_kv)
+    assert float(hf["kv_cache_write"].kv_write_bytes) == float(reference["kv_cache_write"].kv_write_bytes)
+    assert "kv_repeat" not in hf
+    # one extra RoPE pass over q (576) and k (192) of the two tokens, per layer
+    extra = hf["rope_extra_pass"]
+    assert extra.count == 10 and float(extra.act_read_bytes) == float(extra.act_write_bytes) == 2 * (576 + 192) * 4
+
+
+def test_a_sliding_window_cache_concatenates_only_what_it_keeps():
+    mistral = load_model("mistral-7b-v0.1")
+    window = mistral.sliding_window_tokens
+    assert window
+    d, kv_heads = mistral.head_dim_resolved, mistral.num_kv_heads
+    short, long = (_ops("hf", 1, s, model=mistral, dtype="bf16")["kv_concat"] for s in (window // 2, 4 * window))
+    assert float(short.kv_read_bytes) == 2 * kv_heads * (window // 2) * d * 2
+    assert float(long.kv_read_bytes) == 2 * kv_heads * (window - 1) * d * 2  # DynamicSlidingWindowLayer keeps W - 1
+
+
+def test_hf_verify_step_materialises_the_gqa_expansion():
+    ops = _ops("hf", batch=2, context=2048, new_tokens=5)
+    repeat = ops["kv_repeat"]
+    read = 2 * 2 * 3 * (2048 + 5) * 64 * 4  # keys and values of every position attended, once
+    assert float(repeat.kv_read_bytes) == read and float(repeat.act_write_bytes) == read * 9 / 3
+
+
+def test_gptfast_fuses_qkv_and_adds_no_copies():
+    ops = _ops("gptfast")
+    assert "q_proj" not in ops and "kv_concat" not in ops and "rope_extra_pass" not in ops
+    assert ops["qkv_proj"].dims["n"] == 576 + 2 * 192 and ops["qkv_proj"].dims["k"] == 576
+    reference = _ops(None)
+    weights = sum(float(reference[n].weight_bytes) for n in ("q_proj", "k_proj", "v_proj"))
+    assert float(ops["qkv_proj"].weight_bytes) == weights
+
+
+def _custom(tmp_path, **values) -> str:
+    data = load_implementation("reference").model_dump()
+    data.update(name="custom", aliases=[])
+    for field, value in values.items():
+        data[field] = {"value": value, "source": "tests/test_implementation.py: a made-up implementation"}
+    path = tmp_path / "custom.yaml"
+    path.write_text(json.dumps(data))
+    return str(path)
+
+
+def test_fused_gate_up_and_extra_dispatches_from_a_yaml_table(tmp_path):
+    path = _custom(tmp_path, fused_gate_up=True, dispatches_per_layer=100)
+    ops = _ops(path)
+    assert "gate_proj" not in ops and ops["gate_up_proj"].dims["n"] == 2 * 1664
+    assert ops["extra_dispatches"].dims["calls"] == 100 - 69 and ops["extra_dispatches"].count == 10
+    fewer = _ops(_custom(tmp_path, dispatches_per_layer=20))
+    assert "extra_dispatches" not in fewer  # fewer calls than the reference earn no credit (see implementation_ops)
+
+
+# --- measured pricing ------------------------------------------------------------------------------------------------
+
+
+def test_measured_profile_prices_the_concat_from_its_fit_or_its_copy_bandwidth():
+    per_layer = 2 * 2 * 3 * 2048 * 64 * 4
+    old_hw = make_profile()  # no kv_concat fit: the copy bandwidth (25 GB/s) + one call's overhead (20 us)
+    fit = AffineFit(overhead_s=30e-6, coefficients={"bytes": 1 / 5e9}, median_abs_rel_residual=0.0, points=3)
+    new_hw = _with_profile_fields(old_hw, elementwise={**old_hw.measured.dtypes["fp32"].elementwise, "kv_concat": fit})
+    expected = {id(old_hw): 10 * (2 * per_layer / 25e9 + 20e-6), id(new_hw): 10 * (30e-6 + 2 * per_layer / 5e9)}
+    for hw in (old_hw, new_hw):
+        timing = MeasuredTiming.from_spec(hw)
+        op = _ops("hf")["kv_concat"]
+        assert float(timing.get_op_time(op, "fp32").time_s) == pytest.approx(expected[id(hw)], rel=1e-12)
+
+
+def test_extra_dispatches_are_priced_per_call(tmp_path):
+    hw = _with_profile_fields(make_profile(), dispatch_s=3e-6)
+    path = _custom(tmp_path, dispatches_per_layer=100)
+
+    def step(hw, impl=None):
+        return get_step_cost(hw, LLAMA, 1, 256, 1, "fp32", "fp32", "fp32", timing=MeasuredTiming.from_spec(hw),
+                             implementation=impl)
+    base, more = step(hw), step(hw, path)
+    assert float(more.step_time_s - base.step_time_s) == pytest.approx(10 * 31 * 3e-6, rel=1e-9)
+    # a profile without the measurement: the fitted per-layer overhead (100 us) spread over the reference's 69 calls
+    older, plain = step(make_profile(), path), step(make_profile())
+    assert float(older.step_time_s - plain.step_time_s) == pytest.approx(10 * 31 * 100e-6 / 69, rel=1e-9)
+
+
+def test_datasheet_timing_prices_the_copies_and_no_dispatch(tmp_path):
+    sc = build_scenario("h100", "llama-3.1-8b", 8, 8192, speculative=False, implementation="hf")
+    w = sc.workload
+    step = get_step_cost(sc.hardware, sc.model, 8, 8192, 1, w.weight_dtype, w.kv_dtype, w.activation_dtype,
+                         timing=sc.timing, implementation="hf")
+    base = get_step_cost(sc.hardware, sc.model, 8, 8192, 1, w.weight_dtype, w.kv_dtype, w.activation_dtype,
+                         timing=sc.timing)
+    assert float(step.step_time_s) > float(base.step_time_s)
+    dispatch = get_step_cost(sc.hardware, sc.model, 8, 8192, 1, w.weight_dtype, w.kv_dtype, w.activation_dtype,
+                             timing=sc.timing, implementation=_custom(tmp_path, dispatches_per_layer=100))
+    assert float(dispatch.step_time_s) == pytest.approx(float(base.step_time_s), rel=1e-12)
+
+
+def test_predict_cli_takes_impl_and_lists_the_ops(capsys):
+    from rooflinesim.cli import main
+
+    assert main(["predict", "--hw", "h100", "--model", "llama-3.1-8b", "--ctx", "4096", "--no-speculation",
+                 "--impl", "hf", "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["workload"]["implementation"] == "hf"
+    assert "kv_concat" in {row["name"] for row in out["ops"]}
+    assert main(["predict", "--hw", "h100", "--model", "llama-3.1-8b", "--no-speculation", "--impl", "hff"]) == 2
+    assert "did you mean hf" in capsys.readouterr().err
+
+
+def test_implementation_spec_is_frozen_and_strict():
+    spec = load_implementation("hf")
+    assert isinstance(spec, ImplementationSpec)
+    with pytest.raises(Exception):
+        spec.name = "x"
+
+
+# --- calibration: the plan times them and the fit reads them back -------------------------------------------------------
+
+
+def test_every_plan_times_the_concat_and_the_dispatch_loop():
+    import types
+
+    from rooflinesim.calibrate.fitting.measurements import ImplementationKey
+    from rooflinesim.calibrate.fitting.plan import Plan
+
+    cpu = types.SimpleNamespace(is_cuda=False)
+    for quick, tiny in ((False, False), (True, False), (True, True)):
+        keys = [k for k in Plan.make(quick, ("fp32",), cpu, tiny=tiny).keys("fp32") if isinstance(k, ImplementationKey)]
+        assert len([k for k in keys if k.kind == "kv_concat"]) >= 2 and len([k for k in keys if k.kind == "dispatch"]) == 2
+
+
+def test_fit_reads_the_concat_bandwidth_and_the_per_call_dispatch():
+    from rooflinesim.calibrate.fitting.fit_profile import _fit_dispatch_s, _fit_elementwise
+    from rooflinesim.calibrate.fitting.measurements import ImplementationKey, Results, Timing
+    from rooflinesim.calibrate.fitting.plan import get_kv_concat_bytes
+
+    results = Results()
+    for size in (2**19, 2**22, 2**24):  # 40 us + bytes at 4 GB/s
+        t = 40e-6 + get_kv_concat_bytes(size, "fp32") / 4e9
+        results.add(ImplementationKey("kv_concat", size), Timing((t, t, t)))
+    for calls in (64, 512):  # 10 us + 2.5 us per call
+        results.add(ImplementationKey("dispatch", calls), Timing((10e-6 + 2.5e-6 * calls,) * 3))
+    fit = _fit_elementwise("fp32", results)["kv_concat"]
+    assert fit.overhead_s == pytest.approx(40e-6, rel=1e-6) and fit.coefficients["bytes"] == pytest.approx(1 / 4e9)
+    assert _fit_dispatch_s(results) == pytest.approx(2.5e-6, rel=1e-9)
+    assert get_kv_concat_bytes(2**22, "fp32") == 4 * 2**22  # two caches of 4 MiB, each read and written
