@@ -54,7 +54,7 @@ def test_profile_is_written_and_reads_back(smoke):
     assert fp32.linear and fp32.attention and fp32.elementwise
     assert {"sample", "accept_rule"} <= set(fp32.elementwise)  # the sampler benchmark ran and was fitted
     # what other implementations do (ops.implementation_ops): a concatenating KV cache and per-call dispatch
-    assert "kv_concat" in fp32.elementwise and fp32.elementwise["kv_concat"].points >= 2
+    assert fp32.kv_concat is not None and len(fp32.kv_concat.allocation_bytes) >= 2
     assert fp32.dispatch_s is not None and 0 < fp32.dispatch_s < 1e-3
     assert not list(path.parent.glob(".*.tmp"))  # the atomic writer left no temporary file
 

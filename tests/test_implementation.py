@@ -15,7 +15,7 @@ from rooflinesim.ops.step_ops import get_step_ops
 from rooflinesim.scenario.builder import build_scenario
 from rooflinesim.specs.base import SpecError
 from rooflinesim.specs.implementation import ImplementationSpec, list_implementation_names, load_implementation
-from rooflinesim.specs.measured import AffineFit
+from rooflinesim.specs.measured import CopyTable
 from rooflinesim.specs.registry import load_model
 from rooflinesim.step import get_step_cost
 from rooflinesim.timing.measured import MeasuredTiming
@@ -171,16 +171,27 @@ def test_fused_gate_up_and_extra_dispatches_from_a_yaml_table(tmp_path):
 # --- measured pricing ------------------------------------------------------------------------------------------------
 
 
-def test_measured_profile_prices_the_concat_from_its_fit_or_its_copy_bandwidth():
+def test_measured_profile_prices_the_concat_per_byte_at_its_allocation_size():
     per_layer = 2 * 2 * 3 * 2048 * 64 * 4
-    old_hw = make_profile()  # no kv_concat fit: the copy bandwidth (25 GB/s) + one call's overhead (20 us)
-    fit = AffineFit(overhead_s=30e-6, coefficients={"bytes": 1 / 5e9}, median_abs_rel_residual=0.0, points=3)
-    new_hw = _with_profile_fields(old_hw, elementwise={**old_hw.measured.dtypes["fp32"].elementwise, "kv_concat": fit})
-    expected = {id(old_hw): 10 * (2 * per_layer / 25e9 + 20e-6), id(new_hw): 10 * (30e-6 + 2 * per_layer / 5e9)}
-    for hw in (old_hw, new_hw):
-        timing = MeasuredTiming.from_spec(hw)
-        op = _ops("hf")["kv_concat"]
-        assert float(timing.get_op_time(op, "fp32").time_s) == pytest.approx(expected[id(hw)], rel=1e-12)
+    old_hw = make_profile()  # no concatenation table: the copy bandwidth (25 GB/s) + one call's overhead (20 us)
+    assert float(MeasuredTiming.from_spec(old_hw).get_op_time(_ops("hf")["kv_concat"], "fp32").time_s) == \
+        pytest.approx(10 * (2 * per_layer / 25e9 + 20e-6), rel=1e-12)
+    # measured: 40 GB/s for tensors of 1 and 16 MiB (heap reuse), 4 GB/s from 48 MiB (fresh pages)
+    sizes, rates = (2.0**20, 16 * 2.0**20, 48 * 2.0**20), (1 / 40e9, 1 / 40e9, 1 / 4e9)
+    table = CopyTable(allocation_bytes=sizes, bytes_moved=tuple(4 * s for s in sizes),
+                      time_s=tuple(4 * s * r for s, r in zip(sizes, rates)), spread=(0.1, 0.1, 0.1))
+    timing = MeasuredTiming.from_spec(_with_profile_fields(old_hw, kv_concat=table))
+    for batch, context in ((2, 2048), (16, 4096), (4, 4096)):
+        op = _ops("hf", batch=batch, context=context)["kv_concat"]
+        allocation = batch * 3 * (context + 1) * 64 * 4  # each new tensor: the cached positions and the new one
+        assert float(op.dims["allocation_bytes"]) == allocation
+        moved = 2 * 2 * batch * 3 * context * 64 * 4
+        log_rate = np.interp(np.log(allocation), np.log(sizes), np.log(rates))  # log-log between the points
+        assert float(timing.get_op_time(op, "fp32").time_s) == pytest.approx(10 * moved * np.exp(log_rate), rel=1e-9)
+    # batch 16 at 4096: 48 MiB tensors, the fresh-page rate; batch 2 at 2048: 3 MiB, the heap-reuse rate
+    big, small = (_ops("hf", batch=b, context=s)["kv_concat"] for b, s in ((16, 4096), (2, 2048)))
+    assert float(timing.get_op_time(big, "fp32").time_s) == pytest.approx(10 * float(big.bytes) / 4e9, rel=1e-3)
+    assert float(timing.get_op_time(small, "fp32").time_s) == pytest.approx(10 * float(small.bytes) / 40e9, rel=1e-9)
 
 
 def test_extra_dispatches_are_priced_per_call(tmp_path):
@@ -245,17 +256,38 @@ def test_every_plan_times_the_concat_and_the_dispatch_loop():
 
 
 def test_fit_reads_the_concat_bandwidth_and_the_per_call_dispatch():
-    from rooflinesim.calibrate.fitting.fit_profile import _fit_dispatch_s, _fit_elementwise
+    from rooflinesim.calibrate.fitting.fit_profile import _fit_dispatch_s, _fit_kv_concat
     from rooflinesim.calibrate.fitting.measurements import ImplementationKey, Results, Timing
     from rooflinesim.calibrate.fitting.plan import get_kv_concat_bytes
 
     results = Results()
-    for size in (2**19, 2**22, 2**24):  # 40 us + bytes at 4 GB/s
-        t = 40e-6 + get_kv_concat_bytes(size, "fp32") / 4e9
+    for size in (2**22, 2**19, 48 * 2**20):  # measured in any order; 40 GB/s, then fresh pages at 4 GB/s
+        t = get_kv_concat_bytes(size, "fp32") / (4e9 if size > 32 * 2**20 else 40e9)
         results.add(ImplementationKey("kv_concat", size), Timing((t, t, t)))
     for calls in (64, 512):  # 10 us + 2.5 us per call
         results.add(ImplementationKey("dispatch", calls), Timing((10e-6 + 2.5e-6 * calls,) * 3))
-    fit = _fit_elementwise("fp32", results)["kv_concat"]
-    assert fit.overhead_s == pytest.approx(40e-6, rel=1e-6) and fit.coefficients["bytes"] == pytest.approx(1 / 4e9)
+    table = _fit_kv_concat("fp32", results)
+    assert table.allocation_bytes == tuple(sorted(table.allocation_bytes))
+    # each tensor allocated: the cache's positions + the new one, [1, 4, positions + 1, 64] fp32
+    assert table.allocation_bytes[0] == (2**19 // 1024 + 1) * 1024
+    assert table.get_seconds_per_byte(48 * 2**20 + 1024) == pytest.approx(1 / 4e9)
+    assert table.get_seconds_per_byte(2**20) == pytest.approx(1 / 40e9)
+    assert _fit_kv_concat("fp32", Results()) is None
     assert _fit_dispatch_s(results) == pytest.approx(2.5e-6, rel=1e-9)
     assert get_kv_concat_bytes(2**22, "fp32") == 4 * 2**22  # two caches of 4 MiB, each read and written
+
+
+def test_merging_runs_averages_the_concat_table_and_the_dispatch_cost():
+    from rooflinesim.calibrate.fitting.merge import merge_dtype
+
+    sizes = (2.0**20, 48 * 2.0**20)
+    runs = []
+    for time_s, dispatch in (((1e-4, 1e-2), 1e-6), ((3e-4, 3e-2), 3e-6)):
+        table = CopyTable(allocation_bytes=sizes, bytes_moved=tuple(4 * s for s in sizes), time_s=time_s,
+                          spread=(0.1, 0.2))
+        runs.append(_with_profile_fields(make_profile(), kv_concat=table, dispatch_s=dispatch))
+    older = make_profile().measured.dtypes["fp32"]  # a run from before: neither measured
+    merged = merge_dtype("fp32", [r.measured.dtypes["fp32"] for r in runs] + [older])
+    assert merged.kv_concat.time_s == pytest.approx((2e-4, 2e-2)) and merged.kv_concat.allocation_bytes == sizes
+    assert merged.dispatch_s == pytest.approx(2e-6)
+    assert merge_dtype("fp32", [older, older]).kv_concat is None

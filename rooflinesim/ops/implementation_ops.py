@@ -6,7 +6,8 @@ them); the reference implementation adds none, so its prices are the ones every 
 * `kv_concat` (per layer): the cache grows by concatenation (transformers' `DynamicCache`): the keys and values
   already cached are read and written again into a fresh allocation, 2 x B x kv_heads x S_kept x d elements each
   way (S_kept: the cached positions, at most `sliding_window - 1` for a sliding-window layer, which keeps that many).
-  The new tokens' own write stays in `kv_cache_write`.
+  The new tokens' own write stays in `kv_cache_write`. Its `allocation_bytes` (each new tensor's size) decides
+  which measured rate prices it: allocations above the allocator's fresh-page size fault in new pages.
 * `kv_repeat` (per layer, steps of several tokens per sequence where the table says so): K and V expanded to every
   query head in memory before attention (`repeat_kv`): reads the KV positions the step attends to once, writes them
   heads / kv_heads times.
@@ -32,13 +33,17 @@ def get_cached_tokens_copied(context_tokens, window_tokens=None):
     return s if window_tokens is None else np.minimum(s, max(window_tokens - 1, 0))
 
 
-def kv_append_ops(impl: ImplementationSpec | None, b, context_tokens, kv_heads: int, head_dim: int, kv_bytes: float,
-                  layers: int, window_tokens=None) -> list[OpCost]:
+def kv_append_ops(impl: ImplementationSpec | None, b, context_tokens, new_tokens, kv_heads: int, head_dim: int,
+                  kv_bytes: float, layers: int, window_tokens=None) -> list[OpCost]:
     if impl is None or impl.kv_cache_append.value != "concat":
         return []
-    elements = 2.0 * b * kv_heads * get_cached_tokens_copied(context_tokens, window_tokens) * head_dim
+    copied = get_cached_tokens_copied(context_tokens, window_tokens)
+    elements = 2.0 * b * kv_heads * copied * head_dim
+    # each of the two new tensors (keys, values) holds the copied positions and the new ones: an allocation above
+    # the allocator's fresh-page size costs more per byte (`timing.measured`)
+    allocation = b * kv_heads * (copied + np.asarray(new_tokens, dtype=float)) * head_dim * kv_bytes
     return [make_op("kv_concat", "elementwise", layers, 0.0, 0.0, 0.0, 0.0, elements * kv_bytes, elements * kv_bytes,
-                    batch=b, kv_heads=kv_heads, head_dim=head_dim)]
+                    batch=b, kv_heads=kv_heads, head_dim=head_dim, allocation_bytes=allocation)]
 
 
 def gqa_expansion_ops(impl: ImplementationSpec | None, b, context_tokens, new_tokens, heads: int, kv_heads: int,
@@ -49,9 +54,11 @@ def gqa_expansion_ops(impl: ImplementationSpec | None, b, context_tokens, new_to
     on = np.ones_like(q) if impl.gqa_expansion.value == "repeat_kv" else (q > 1).astype(float)
     if not np.any(on):  # decode steps of an implementation that expands only for several tokens
         return []
-    elements = 2.0 * b * kv_heads * get_kv_tokens_read(context_tokens, q, window_tokens) * head_dim * on
+    positions = get_kv_tokens_read(context_tokens, q, window_tokens)
+    elements = 2.0 * b * kv_heads * positions * head_dim * on
     return [make_op("kv_repeat", "elementwise", layers, 0.0, 0.0, 0.0, elements * kv_bytes * heads / kv_heads,
-                    elements * kv_bytes, 0.0, batch=b, heads=heads, kv_heads=kv_heads, head_dim=head_dim)]
+                    elements * kv_bytes, 0.0, batch=b, heads=heads, kv_heads=kv_heads, head_dim=head_dim,
+                    allocation_bytes=b * heads * positions * head_dim * kv_bytes)]
 
 
 def rope_extra_ops(impl: ImplementationSpec | None, tokens, width: int, a_bytes: float, layers: int) -> list[OpCost]:

@@ -165,7 +165,7 @@ def attention_ops_gqa(c: OpContext) -> list[OpCost]:
         *rope_extra_ops(c.impl, t, q_dim + kv_dim, a, layers),
         make_op("kv_cache_write", "elementwise", layers, 0.0, 0.0, 2 * t * kv_dim * a, 0.0, 0.0,
                 2 * t * kv_dim * c.kv, m=t, n=2 * kv_dim),
-        *kv_append_ops(c.impl, c.b, c.s, kv_heads, d, c.kv, layers, window),
+        *kv_append_ops(c.impl, c.b, c.s, c.q, kv_heads, d, c.kv, layers, window),
         *gqa_expansion_ops(c.impl, c.b, c.s, c.q, c.heads, kv_heads, d, c.kv, layers, window),
     ]
     if c.attention in ("flash", "per-head"):

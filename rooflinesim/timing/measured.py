@@ -226,12 +226,15 @@ class MeasuredTiming:
             per = self._linear_s(dm, op)
         elif op.kind == "attention":
             per = self._attention_s(prof, op)
+        elif op.name in ("kv_concat", "kv_repeat") and prof.kv_concat is not None:
+            # per byte as measured for tensors of this size (reused heap or fresh pages: `CopyTable`)
+            per = op.bytes * prof.kv_concat.get_seconds_per_byte(op.dims["allocation_bytes"])
         elif op.name in ELEMENTWISE_FAMILY and ELEMENTWISE_FAMILY[op.name] in prof.elementwise:
             fit = prof.elementwise[ELEMENTWISE_FAMILY[op.name]]
             per = fit.overhead_s + fit.coefficients.get("bytes", 0.0) * op.bytes
         elif op.kind == "dispatch":
             per = op.dims["calls"] * self._dispatch_s(prof)
-        elif ELEMENTWISE_FAMILY.get(op.name) == "kv_concat":
+        elif op.name in ("kv_concat", "kv_repeat"):
             # a profile measured before the fresh-allocation copy was timed: its copy bandwidth (a copy into an
             # existing buffer, so without the new allocation's page faults: a lower bound) + one call's overhead
             per = op.bytes / prof.copy_bandwidth_bytes_per_s + prof.linear_overhead_s

@@ -25,7 +25,9 @@ import numpy as np
 
 from ...ops.sections import get_acceptance_rule_bytes, get_sampler_bytes
 from ...ops.step_ops import get_step_ops
-from ...specs.measured import AffineFit, CacheReuse, DtypeProfile, LinearTable, MeasuredProfile, Provenance
+from ...specs.measured import (
+    AffineFit, CacheReuse, CopyTable, DtypeProfile, LinearTable, MeasuredProfile, Provenance,
+)
 from ...specs.hardware import Efficiency, HardwareSpec
 from ...units import GIGA, get_dtype_bytes
 from .fit import AffineResult, RooflineFit, fit_affine, fit_roofline
@@ -34,7 +36,8 @@ from .measurements import (
     WarmLinearKey,
 )
 from .plan import (
-    CACHE_SHAPE, DECODER_CONTEXT, OVERHEAD_MODELS, Plan, elementwise_step_split, get_decoder_spec, get_kv_concat_bytes,
+    CACHE_SHAPE, DECODER_CONTEXT, OVERHEAD_MODELS, Plan, elementwise_step_split, get_decoder_spec, get_kv_concat_allocation_bytes,
+    get_kv_concat_bytes,
     synthetic_spec,
 )
 from ...timing.linear_tables import LinearModel, get_shape_loo_error
@@ -130,12 +133,18 @@ def _fit_elementwise(dtype: str, results: Results) -> dict[str, AffineFit]:
               else float(get_acceptance_rule_bytes(key.batch, key.vocab)) for key in kind_keys]
         times = [results.timing(key).estimate_s for key in kind_keys]
         elementwise[kind] = _as_affine_fit(fit_affine({"bytes": np.array(xs)}, np.array(times)))
-    concat_keys = [key for key in results.keys_of(ImplementationKey) if key.kind == "kv_concat"]
-    if len(concat_keys) >= 2:  # a concatenating KV cache (`ops.implementation_ops.kv_append_ops`)
-        xs = [get_kv_concat_bytes(key.size, dtype) for key in concat_keys]
-        times = [results.timing(key).estimate_s for key in concat_keys]
-        elementwise["kv_concat"] = _as_affine_fit(fit_affine({"bytes": np.array(xs)}, np.array(times)))
     return elementwise
+
+
+def _fit_kv_concat(dtype: str, results: Results) -> CopyTable | None:
+    """A concatenating KV cache (`ops.implementation_ops.kv_append_ops`): its time per point vs the size of each
+    tensor it allocates (None when not measured)."""
+    rows = sorted((get_kv_concat_allocation_bytes(key.size, dtype), get_kv_concat_bytes(key.size, dtype),
+                   results.timing(key)) for key in results.keys_of(ImplementationKey) if key.kind == "kv_concat")
+    if not rows:
+        return None
+    return CopyTable(allocation_bytes=tuple(r[0] for r in rows), bytes_moved=tuple(r[1] for r in rows),
+                     time_s=tuple(r[2].estimate_s for r in rows), spread=tuple(round(r[2].spread, 4) for r in rows))
 
 
 def _fit_dispatch_s(results: Results) -> float | None:
@@ -209,6 +218,7 @@ def fit_dtype(dtype: str, results: Results, copy_bw: float, gemv_bw: float, plan
         attention=_fit_attention(dtype, results), elementwise=_fit_elementwise(dtype, results),
         layer_overhead_s=0.0, step_overhead_s=0.0, cache_reuse=_fit_cache_reuse(dtype, results, roof),
         warm_linear=_fit_warm_linear(results), dispatch_s=_fit_dispatch_s(results),
+        kv_concat=_fit_kv_concat(dtype, results),
         residuals=residuals,
     )
     return fit_overheads(dtype, profile, results)

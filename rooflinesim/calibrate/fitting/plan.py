@@ -109,10 +109,14 @@ SAMPLER_POINTS = tuple(("sample", b, q, v) for b, q, v in ((1, 1, 32), (16, 1, 3
                                                      (32, 2, 32000)))
 
 #: what other implementations do beyond the reference decoder (`ops.implementation_ops`), timed by every plan:
-#: a KV cache grown by concatenation (bytes of one layer's cached keys, and as many values: 0.5-64 MiB) and the
-#: per-call cost of aten dispatch (calls per timed call: the difference of two counts is the per-call cost)
-KV_CONCAT_BYTES = tuple(int(x * MIB) for x in (0.5, 2, 8, 32, 64))
-QUICK_KV_CONCAT_BYTES = tuple(int(x * MIB) for x in (0.5, 4, 16))
+#: a KV cache grown by concatenation (bytes of one layer's cached keys, and as many values) and the per-call cost of
+#: aten dispatch (calls per timed call: the difference of two counts is the per-call cost). The cache sizes straddle
+#: glibc malloc's mmap threshold (at most 32 MiB on 64-bit Linux, `specs.measured.CopyTable`): on the 2-core AMD
+#: EPYC VM (1 thread) a concatenation allocating 31 MiB per tensor ran at 35 GB/s (read + write), one allocating
+#: 33 MiB at 3.7 GB/s, as every such allocation gets fresh pages
+KV_CONCAT_BYTES = tuple(int(x * MIB) for x in (0.5, 2, 8, 16, 24, 40, 64, 96))
+QUICK_KV_CONCAT_BYTES = tuple(int(x * MIB) for x in (0.5, 8, 24, 48))
+TINY_KV_CONCAT_BYTES = tuple(int(x * MIB) for x in (0.5, 8))
 DISPATCH_CALLS = (64, 512)
 #: the concatenated cache's layout: [batch 1, KV_CONCAT_HEADS, positions, KV_CONCAT_HEAD_DIM]
 KV_CONCAT_HEADS, KV_CONCAT_HEAD_DIM = 4, 64
@@ -121,6 +125,11 @@ KV_CONCAT_HEADS, KV_CONCAT_HEAD_DIM = 4, 64
 def get_kv_concat_positions(size_bytes: int, dtype: str) -> int:
     """Cached positions of a 'kv_concat' point of `size_bytes` per cache."""
     return max(1, int(size_bytes // (KV_CONCAT_HEADS * KV_CONCAT_HEAD_DIM * get_dtype_bytes(dtype))))
+
+
+def get_kv_concat_allocation_bytes(size_bytes: int, dtype: str) -> float:
+    """Bytes of each tensor a 'kv_concat' point allocates: the cache and its new position."""
+    return (get_kv_concat_positions(size_bytes, dtype) + 1) * KV_CONCAT_HEADS * KV_CONCAT_HEAD_DIM * get_dtype_bytes(dtype)
 
 
 def get_kv_concat_bytes(size_bytes: int, dtype: str) -> float:
@@ -291,7 +300,7 @@ class Plan:
                 attention=AttentionGrid((AttentionHeads(12, 3, 64),), (1, 4), (96, 400), (1, 5)),
                 elementwise_tokens=(1, 40), block_models=("block-384", "block-1536"),
                 block_tokens=(StepTokens(1, 1),), cache_working_sets=(int(16 * MIB),), warm_shapes=(),
-                kv_concat_bytes=QUICK_KV_CONCAT_BYTES[:2])
+                kv_concat_bytes=TINY_KV_CONCAT_BYTES)
         if quick:
             return cls(
                 quick=True, dtypes=dtypes, level="quick", linear_shapes=QUICK_LINEAR_SHAPES, m_grid=QUICK_M_GRID, passes=1,
