@@ -138,6 +138,7 @@ def test_hf_verify_step_materialises_the_gqa_expansion():
     repeat = ops["kv_repeat"]
     read = 2 * 2 * 3 * (2048 + 5) * 64 * 4  # keys and values of every position attended, once
     assert float(repeat.kv_read_bytes) == read and float(repeat.act_write_bytes) == read * 9 / 3
+    assert "kv_repeat" not in _ops("hf", batch=2, context=0, new_tokens=512)  # a prefill: causal, no mask
 
 
 def test_gptfast_fuses_qkv_and_adds_no_copies():

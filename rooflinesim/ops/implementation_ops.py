@@ -8,9 +8,9 @@ them); the reference implementation adds none, so its prices are the ones every 
   way (S_kept: the cached positions, at most `sliding_window - 1` for a sliding-window layer, which keeps that many).
   The new tokens' own write stays in `kv_cache_write`. Its `allocation_bytes` (each new tensor's size) decides
   which measured rate prices it: allocations above the allocator's fresh-page size fault in new pages.
-* `kv_repeat` (per layer, steps of several tokens per sequence where the table says so): K and V expanded to every
-  query head in memory before attention (`repeat_kv`): reads the KV positions the step attends to once, writes them
-  heads / kv_heads times.
+* `kv_repeat` (per layer; with `repeat_kv_multi_token` only in steps of several tokens over a cached prefix, a
+  verify): K and V expanded to every query head in memory before attention (`repeat_kv`): reads the KV positions
+  the step attends to once, writes them heads / kv_heads times.
 * `rope_extra_pass` (per layer and pass): one more read and write of the step's q and k.
 * `extra_dispatches` (per layer): aten calls beyond the reference decoder's per layer, priced per call by a
   measured profile (`DtypeProfile.dispatch_s`). Fewer calls than the reference earn no credit: the reference's
@@ -51,7 +51,12 @@ def gqa_expansion_ops(impl: ImplementationSpec | None, b, context_tokens, new_to
     if impl is None or impl.gqa_expansion.value == "native" or heads <= kv_heads:
         return []
     q = np.asarray(new_tokens, dtype=float)
-    on = np.ones_like(q) if impl.gqa_expansion.value == "repeat_kv" else (q > 1).astype(float)
+    # `repeat_kv_multi_token`: transformers expands K and V when a mask is needed, i.e. several new tokens over a
+    # cached prefix (a verify step); one token packs the query instead, and a prefill without padding is causal
+    # without a mask (enable_gqa)
+    several_over_cache = (q > 1) & (np.asarray(context_tokens, dtype=float) > 0)
+    on = np.ones(several_over_cache.shape) if impl.gqa_expansion.value == "repeat_kv" \
+        else several_over_cache.astype(float)
     if not np.any(on):  # decode steps of an implementation that expands only for several tokens
         return []
     positions = get_kv_tokens_read(context_tokens, q, window_tokens)
