@@ -232,6 +232,9 @@ def test_predict_cli_takes_impl_and_lists_the_ops(capsys):
     assert "kv_concat" in {row["name"] for row in out["ops"]}
     assert main(["predict", "--hw", "h100", "--model", "llama-3.1-8b", "--no-speculation", "--impl", "hff"]) == 2
     assert "did you mean hf" in capsys.readouterr().err
+    assert main(["sweep", "--hw", "h100", "--model", "llama-3.1-8b", "--batch", "1,16", "--ctx", "1k,8k",
+                 "--impl", "transformers", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["implementation"] == "hf"  # an alias resolves to the table's name
 
 
 def test_implementation_spec_is_frozen_and_strict():

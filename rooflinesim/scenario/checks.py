@@ -71,5 +71,6 @@ def get_pricing_warnings(scenario) -> list[str]:
     w = scenario.workload
     q = int(scenario.k_values.max()) + 1
     ops = get_step_ops(scenario.model, scenario.batch.max(), scenario.context_tokens.max(), q, w.weight_dtype,
-                       w.kv_dtype, w.activation_dtype, w.attention, True, w.tensor_parallel, w.quant_group_size)
+                       w.kv_dtype, w.activation_dtype, w.attention, True, w.tensor_parallel, w.quant_group_size,
+                       implementation=w.implementation)
     return scenario.timing.get_warnings(ops, w.activation_dtype)
