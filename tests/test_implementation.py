@@ -22,7 +22,8 @@ from rooflinesim.timing.measured import MeasuredTiming
 from tests.synthetic_profiles import make_profile
 
 ROOT = Path(__file__).resolve().parent.parent
-PROFILES = sorted((ROOT / "tests" / "data" / "profiles").glob("*.yaml"))
+# the test profiles and the committed ones (none has the concatenation table or dispatch_s)
+PROFILES = sorted((ROOT / "tests" / "data" / "profiles").glob("*.yaml")) + sorted((ROOT / "calibrate").glob("*/*.yaml"))
 
 # hf-llama-94m's shapes: hidden 576, 9 heads of 64, 3 KV heads, 10 layers
 LLAMA = synthetic_spec("impl-llama", 576, 9, 3, 1664, layers=10, vocab=49152)
