@@ -45,7 +45,7 @@ def test_profile_is_written_and_reads_back(smoke):
     # start, about every eighth of the jobs (calibrate.drift), the middle of the last pass, end (+ one after a re-time)
     assert len(prov.reference_s) >= 3 and all(r > 0 for r in prov.reference_s)
     assert set(prov.anchor_s) == {"gemm", "forward", "stream"} and all(v > 0 for v in prov.anchor_s.values())
-    assert "Machine-speed anchors" in prov.notes
+    assert "Machine-speed anchors" in prov.notes and "Implementation costs" in prov.notes
     fp32 = spec.measured.dtypes["fp32"]
     # sane ranges for any CPU that can run the tests: 0.5-2000 GB/s streaming, 1 GFLOP/s-100 TFLOP/s
     assert 0.5e9 < fp32.gemv_bandwidth_bytes_per_s < 2e12
