@@ -53,7 +53,8 @@ def render_prediction(prediction: Prediction, console=None, ops: bool = False, k
     console.print(f"[bold]Engine[/] {d['engine']}" + (" (bare kernels: no launch, host or speculative costs)"
                                                       if d["engine"] == "ideal" else ""))
     console.print(f"[bold]Workload[/] batch {w['batch']}, context {format_count(w['context_tokens'])}, "
-                  f"activations {w['activation_dtype']}, {w['attention']} attention")
+                  f"activations {w['activation_dtype']}, {w['attention']} attention"
+                  + (f", run by {w['implementation']}" if w.get("implementation", "reference") != "reference" else ""))
     if ops:
         _print_ops(prediction, console)
     console.print(_step_line("[bold]Decode[/]", dec))

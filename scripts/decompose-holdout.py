@@ -7,7 +7,8 @@
 --model takes Hugging Face hold-out names (calibrate.external.hf_holdout, needs transformers), gpt-fast-style ones
 (calibrate.external.gptfast_model) and `reference:NAME` (NAME a gpt-fast-style or a dense HF hold-out): the same shapes run
 through the project's reference decoder (rooflinesim/calibrate/reference/model.py), so one shape set is seen through two implementations. Figures are noisy on a shared machine:
-say where and when they were taken.
+say where and when they were taken. Each model is priced with its implementation profile (hf, gptfast or
+reference), so the concatenation's price lands in the kv_cache bucket beside transformers' aten::cat.
 """
 
 from __future__ import annotations
@@ -70,6 +71,13 @@ def build(name: str, dtype: torch.dtype):
     return factory, spec
 
 
+def implementation_of(name: str) -> str:
+    """The implementation profile a hold-out's steps are priced with (`specs.implementation`)."""
+    if name.startswith("reference:"):
+        return "reference"
+    return "gptfast" if name in {s.name for s in G.get_gptfast_specs()} else "hf"
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--profile", default="calibrate/cpu-amd-epyc-2c/cpu-amd-epyc-2c.yaml")
@@ -82,14 +90,17 @@ def main() -> int:
     args = ap.parse_args()
     hw = load_profile(args.profile)
     device = select_device("cpu", args.threads or hw.measured.provenance.threads)
-    print(f"device: {device.name}; profile {args.profile}; dtype {args.dtype}; load {open('/proc/loadavg').read().split()[:3]}")
+    with open("/proc/loadavg") as f:
+        load = f.read().split()[:3]
+    print(f"device: {device.name}; profile {args.profile}; dtype {args.dtype}; load {load}")
     tdtype = get_torch_dtype(args.dtype)
     for name in (n.strip() for n in args.model.split(",") if n.strip()):
         factory, spec = build(name, tdtype)
         for batch in (int(b) for b in args.batch.split(",")):
             for context in (int(c) for c in args.context.split(",")):
                 sc = build_scenario(hw, spec, batch, context, weight_dtype=args.dtype, kv_dtype=args.dtype,
-                                    activation_dtype=args.dtype, speculative=False, allow_long_context=True)
+                                    activation_dtype=args.dtype, speculative=False, allow_long_context=True,
+                                    implementation=implementation_of(name))
                 step = get_step_cost(sc.hardware, spec, sc.workload, 1, sc.timing, context, batch)
                 with torch.inference_mode():
                     fn, reset = factory(batch, context)

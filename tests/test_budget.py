@@ -14,11 +14,12 @@ from rooflinesim.calibrate.fitting.budget import (
     plan_for_budget,
 )
 from rooflinesim.calibrate.fitting.measurements import (
-    AttentionKey, CacheKey, DecoderKey, ElementwiseKey, LinearKey, SamplerKey, WarmLinearKey,
+    AttentionKey, CacheKey, DecoderKey, ElementwiseKey, ImplementationKey, LinearKey, SamplerKey, WarmLinearKey,
 )
 
 CPU = types.SimpleNamespace(is_cuda=False)
-FAMILIES = (LinearKey, AttentionKey, ElementwiseKey, DecoderKey, CacheKey, WarmLinearKey, SamplerKey)
+FAMILIES = (LinearKey, AttentionKey, ElementwiseKey, DecoderKey, CacheKey, WarmLinearKey, SamplerKey,
+            ImplementationKey)
 
 
 def speed(dtype="fp32", slow=1.0) -> DeviceSpeed:

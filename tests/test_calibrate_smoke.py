@@ -45,7 +45,7 @@ def test_profile_is_written_and_reads_back(smoke):
     # start, about every eighth of the jobs (calibrate.drift), the middle of the last pass, end (+ one after a re-time)
     assert len(prov.reference_s) >= 3 and all(r > 0 for r in prov.reference_s)
     assert set(prov.anchor_s) == {"gemm", "forward", "stream"} and all(v > 0 for v in prov.anchor_s.values())
-    assert "Machine-speed anchors" in prov.notes
+    assert "Machine-speed anchors" in prov.notes and "Implementation costs" in prov.notes
     fp32 = spec.measured.dtypes["fp32"]
     # sane ranges for any CPU that can run the tests: 0.5-2000 GB/s streaming, 1 GFLOP/s-100 TFLOP/s
     assert 0.5e9 < fp32.gemv_bandwidth_bytes_per_s < 2e12
@@ -53,6 +53,9 @@ def test_profile_is_written_and_reads_back(smoke):
     assert 1e9 < fp32.peak_flops_per_s < 1e14
     assert fp32.linear and fp32.attention and fp32.elementwise
     assert {"sample", "accept_rule"} <= set(fp32.elementwise)  # the sampler benchmark ran and was fitted
+    # what other implementations do (ops.implementation_ops): a concatenating KV cache and per-call dispatch
+    assert fp32.kv_concat is not None and len(fp32.kv_concat.allocation_bytes) >= 2
+    assert fp32.dispatch_s is not None and 0 < fp32.dispatch_s < 1e-3
     assert not list(path.parent.glob(".*.tmp"))  # the atomic writer left no temporary file
 
 

@@ -134,6 +134,12 @@ def test_validate_family_reports_each_family_beside_the_project(tmp_path):
         assert 0.0 <= family["coverage"] <= 1.0 and family["interval_half_width"] > 0
     for row in report["configs"]:
         assert row["measured_s"] > 0 and row["predicted_low_s"] <= row["predicted_s"] <= row["predicted_high_s"]
+    # each family is priced with its implementation profile, and as the reference decoder beside it
+    for row in report["configs"]:
+        assert row["implementation"] == row["family"]
+        if row["family"] == "hf":  # DynamicCache's concatenation is priced on top of the reference's ops
+            assert row["predicted_s"] > row["predicted_reference_s"]
+    assert {"hf", "gptfast"} <= {f for f, s in report["summary"].items() if "reference_impl" in s}
     assert write_external_report(report, tmp_path, "r").is_file()
 
 

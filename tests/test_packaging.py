@@ -70,6 +70,7 @@ def test_wheel_ships_specs_and_predict_runs_from_a_temp_dir(tmp_path):
     for page in ("index.html", "app.js", "style.css", "vendor/plotly-cartesian.min.js", "vendor/plotly-LICENSE.txt"):
         assert f"rooflinesim/explore/static/{page}" in names  # `rooflinesim explore` works from an installed wheel
     assert "rooflinesim/data/engines/vllm-v1.yaml" in names and "rooflinesim/data/engines/ideal.yaml" in names
+    assert {f"rooflinesim/data/implementations/{n}.yaml" for n in ("reference", "hf", "gptfast")} <= set(names)
 
     env_dir = tmp_path / "venv"
     python = make_inner_venv(env_dir)

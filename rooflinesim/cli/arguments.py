@@ -48,6 +48,9 @@ def add_deployment_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--sampling", action="store_true",
                    help="price what an engine runs after each forward pass: the sampler over the logits and, when "
                         "speculating, the acceptance rule (default: bare forward passes)")
+    p.add_argument("--impl", default=None, metavar="NAME_OR_YAML",
+                   help="the code running the model: reference (default: the decoder calibration times), hf "
+                        "(transformers with its DynamicCache), gptfast, or a YAML path (docs/calibration.md)")
 
 
 def add_workload_arguments(p: argparse.ArgumentParser) -> None:
@@ -117,7 +120,7 @@ def deployment_options(args) -> dict:
                 attention=args.attention, calibration=args.calibration, tp=args.tp, draft_tp=args.draft_tp,
                 quant_group_size=args.quant_group_size, gpu_memory_utilization=args.gpu_memory_utilization,
                 memory_reserve_bytes=_gib_to_bytes(args.memory_reserve_gib), quant_kernel=args.quant_kernel,
-                sampling=args.sampling, engine=args.engine)
+                sampling=args.sampling, engine=args.engine, implementation=getattr(args, "impl", None))
 
 
 def _gib_to_bytes(value):

@@ -21,6 +21,8 @@ from .op_cost import (
     get_kv_tokens_read, make_collective, make_linear, make_op,
 )
 from ..units import get_dtype_bytes, get_weight_bytes_per_element, normalize_dtype
+from ..specs.implementation import ImplementationSpec
+from .implementation_ops import gqa_expansion_ops, kv_append_ops, rope_extra_ops
 
 #: Weight dtypes stored quantised and dequantised on the fly: 2 FLOPs per weight (scale and shift).
 DEQUANTISED_WEIGHT_DTYPES = ("int8", "int4")
@@ -46,12 +48,16 @@ class OpContext:
     vocab_local: int
     kv_tokens: np.ndarray  # cached positions each sequence reads (sliding window applied)
     pairs: np.ndarray  # (query, key) pairs one head of one sequence scores
+    s: np.ndarray = 0.0  # cached positions per sequence before the step
+    #: what the running code does beyond the reference decoder (`specs.implementation`); None: the reference
+    impl: ImplementationSpec | None = None
 
     @classmethod
     def build(cls, model: ModelSpec, workload: Workload, batch, context_tokens, new_tokens,
-              logits_for_all_tokens: bool) -> "OpContext":
+              logits_for_all_tokens: bool, impl: ImplementationSpec | None = None) -> "OpContext":
         """The step's quantities for `batch` x `new_tokens` on `context_tokens`, in the workload's dtypes, attention
-        mode, sharding and quantisation group (its own batch and context are not read)."""
+        mode, sharding and quantisation group (its own batch and context are not read); `impl`: what the running code does beyond the
+        reference decoder (None: the reference)."""
         tp = int(workload.tensor_parallel)
         b = np.asarray(batch, dtype=float)
         s = np.asarray(context_tokens, dtype=float)
@@ -66,7 +72,7 @@ class OpContext:
                                       in DEQUANTISED_WEIGHT_DTYPES else 0.0),
             b=b, q=q, tokens=tokens, logit_tokens=tokens if logits_for_all_tokens else b,
             heads=model.num_attention_heads // tp, vocab_local=-(-model.vocab_size // tp),
-            kv_tokens=get_kv_tokens_read(s, q, window), pairs=get_attention_pairs(s, q, window),
+            kv_tokens=get_kv_tokens_read(s, q, window), pairs=get_attention_pairs(s, q, window), s=s, impl=impl,
         )
 
     @property
@@ -102,10 +108,14 @@ class OpContext:
     def mlp(self, prefix, count, m, width, weight_copies=1.0, kind="linear") -> list[OpCost]:
         """gate (when gated), up, activation, down: one MLP of `width` (already the device's share)."""
         h, gated = self.h, self.model.gated_mlp
-        ops = [self.linear(f"{prefix}gate_proj", count, m, h, width, kind=kind, weight_copies=weight_copies)] \
-            if gated else []
+        if gated and self.impl is not None and self.impl.fused_gate_up.value:  # one projection of twice the width
+            ops = [self.linear(f"{prefix}gate_up_proj", count, m, h, 2 * width, kind=kind,
+                               weight_copies=weight_copies)]
+        else:
+            ops = [self.linear(f"{prefix}gate_proj", count, m, h, width, kind=kind, weight_copies=weight_copies)] \
+                if gated else []
+            ops.append(self.linear(f"{prefix}up_proj", count, m, h, width, kind=kind, weight_copies=weight_copies))
         return ops + [
-            self.linear(f"{prefix}up_proj", count, m, h, width, kind=kind, weight_copies=weight_copies),
             self._mlp_act(f"{prefix}mlp_act", count, m, width),
             self.linear(f"{prefix}down_proj", count, m, width, h, kind=kind, weight_copies=weight_copies),
         ]
@@ -146,14 +156,20 @@ def attention_ops_gqa(c: OpContext) -> list[OpCost]:
         # kernels did before GQA-specific ones such as TensorRT-LLM's XQA): each query head reads its K/V again
         kv_read_each = kv_read_each * (c.heads / kv_heads)
     dims = dict(batch=c.b, heads=c.heads, kv_heads=kv_heads, q=c.q, kv_tokens=c.kv_tokens, head_dim=d)
-    ops = [
-        c.linear("q_proj", layers, t, c.h, q_dim, bias),
-        c.linear("k_proj", layers, t, c.h, kv_dim, bias),
-        c.linear("v_proj", layers, t, c.h, kv_dim, bias),
+    window = model.sliding_window_tokens
+    if c.impl is not None and c.impl.fused_qkv.value:  # one projection of width q + 2 kv (gpt-fast's wqkv)
+        ops = [c.linear("qkv_proj", layers, t, c.h, q_dim + 2 * kv_dim, bias)]
+    else:
+        ops = [c.linear("q_proj", layers, t, c.h, q_dim, bias), c.linear("k_proj", layers, t, c.h, kv_dim, bias),
+               c.linear("v_proj", layers, t, c.h, kv_dim, bias)]
+    ops += [
         make_op("rope", "elementwise", layers, FLOPS_PER_ELEMENT_ROPE * t * (q_dim + kv_dim), 0.0,
                 t * (q_dim + kv_dim) * a, t * (q_dim + kv_dim) * a, m=t, n=q_dim + kv_dim),
+        *rope_extra_ops(c.impl, t, q_dim + kv_dim, a, layers),
         make_op("kv_cache_write", "elementwise", layers, 0.0, 0.0, 2 * t * kv_dim * a, 0.0, 0.0,
                 2 * t * kv_dim * c.kv, m=t, n=2 * kv_dim),
+        *kv_append_ops(c.impl, c.b, c.s, c.q, kv_heads, d, c.kv, layers, window),
+        *gqa_expansion_ops(c.impl, c.b, c.s, c.q, c.heads, kv_heads, d, c.kv, layers, window),
     ]
     if c.attention in ("flash", "per-head"):
         ops.append(make_op("attention", "attention", layers, (4 * d + FLOPS_PER_SCORE_SOFTMAX) * c.b * c.heads * c.pairs,

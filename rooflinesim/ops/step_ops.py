@@ -18,6 +18,7 @@ import numpy as np
 
 from ..specs.model import ModelSpec
 from ..specs.workload import Workload
+from .implementation_ops import dispatch_ops, resolve_implementation
 from .op_cost import OpCost, get_kv_tokens_read, get_kv_tokens_stored, make_collective, make_linear, make_op
 from .sections import (
     OpContext, allreduce_ops, attention_ops_gqa, attention_ops_mla, dense_mlp_ops, embedding_ops, get_local_width,
@@ -33,7 +34,7 @@ _op, _linear, _collective = make_op, make_linear, make_collective
 
 
 def get_step_ops(model: ModelSpec, workload: Workload, new_tokens, *, batch=None, context_tokens=None,
-                 logits_for_all_tokens: bool = True) -> list[OpCost]:
+                 logits_for_all_tokens: bool = True, implementation=None) -> list[OpCost]:
     """All ops of one forward step on ONE device, in execution order: `batch` (default the workload's) sequences add
     `new_tokens` each on `context_tokens` (default the workload's) cached ones, in the workload's dtypes, attention
     mode, sharding and quantisation group. B, S, q may be broadcastable arrays.
@@ -54,12 +55,18 @@ def get_step_ops(model: ModelSpec, workload: Workload, new_tokens, *, batch=None
 
     int8/int4 weights carry group scales (see units.get_weight_bytes_per_element) and cost 2 FLOPs per weight to
     dequantise on the fly.
+
+    `implementation` (a name, YAML path or `specs.implementation.ImplementationSpec`; None: the workload's, by
+    default the reference decoder every calibration times) adds what that code does beyond the reference (`ops.implementation_ops`): a
+    concatenating KV cache, materialised GQA expansion, extra RoPE passes, extra dispatches; and fuses q/k/v or
+    gate/up where it does.
     """
     if workload.attention not in ATTENTION_MODES:
         raise ValueError(f"attention must be one of {', '.join(ATTENTION_MODES)}, got {workload.attention!r}")
     c = OpContext.build(model, workload, workload.batch if batch is None else batch,
                         workload.context_tokens if context_tokens is None else context_tokens, new_tokens,
-                        logits_for_all_tokens)
+                        logits_for_all_tokens,
+                        resolve_implementation(workload.implementation if implementation is None else implementation))
     layers = model.num_layers
     return [
         *embedding_ops(c),
@@ -72,6 +79,7 @@ def get_step_ops(model: ModelSpec, workload: Workload, new_tokens, *, batch=None
         *moe_mlp_ops(c),
         *allreduce_ops(c, "mlp_allreduce", layers),
         c.residual("mlp_residual"),
+        *dispatch_ops(c.impl, layers),
         *lm_head_ops(c),
         *(sampler_ops(c) if workload.sampling else []),
     ]

@@ -53,6 +53,7 @@ class SweepResult:
     draft_tensor_parallel: int | None = None
     warnings: tuple[str, ...] = ()
     engine: str = "ideal"  # the engine profile whose costs priced the grid (docs/engines.md)
+    implementation: str = "reference"  # the code running the model (--impl, docs/calibration.md)
     assumed: dict = field(default_factory=dict)  # the inputs the user did not give (Scenario.assumed)
     #: (n_ctx,): the largest batch whose target + draft weights, KV caches and verify activations fit in memory at
     #: the smallest speculative k of the grid (the memory model's exact count, not a grid batch); None when unknown
@@ -220,6 +221,7 @@ class SweepResult:
         out = {
             "schema_version": JSON_SCHEMA_VERSION,
             "hardware": self.hardware, "model": self.model, "draft": self.draft, "engine": self.engine,
+            "implementation": self.implementation,
             "tensor_parallel": self.tensor_parallel, "draft_tensor_parallel": self.draft_tensor_parallel,
             "warnings": list(self.warnings), "assumed": dict(self.assumed),
             "batch": self.batch.tolist(), "context_tokens": self.context_tokens.tolist(),
@@ -246,7 +248,7 @@ def sweep(
     speculation: Speculation | None = None,
     memory: Memory | None = None,
     sampling: Sampling | bool = DEFAULT,
-    tp=DEFAULT, draft_tp=DEFAULT, calibration=DEFAULT, engine=DEFAULT, attention=DEFAULT,
+    tp=DEFAULT, draft_tp=DEFAULT, calibration=DEFAULT, engine=DEFAULT, attention=DEFAULT, implementation=DEFAULT,
     weight_dtype=DEFAULT, kv_dtype=DEFAULT, activation_dtype=DEFAULT, quant_group_size=DEFAULT, quant_kernel=DEFAULT,
     speculative=DEFAULT, drafter=DEFAULT, alpha_per_position=DEFAULT, acceptance=DEFAULT, acceptance_k=DEFAULT,
     acceptance_as_iid=DEFAULT, tree=DEFAULT, draft_kv_budget=DEFAULT, draft_layer_fraction=DEFAULT,
@@ -328,7 +330,7 @@ def sweep_scenario(scenario: Scenario) -> SweepResult:
         tensor_parallel=scenario.workload.tensor_parallel,
         draft_tensor_parallel=None if scenario.draft_workload is None else scenario.draft_workload.tensor_parallel,
         warnings=scenario.warnings, assumed=dict(scenario.assumed),
-        engine=scenario.engine_name,
+        engine=scenario.engine_name, implementation=scenario.workload.implementation,
         max_batch_that_fits=_max_batch_that_fits(scenario),
     )
 

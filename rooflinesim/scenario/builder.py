@@ -43,6 +43,7 @@ from .inputs import (
 )
 from .inputs import resolve_engine
 from .groups import DEFAULT, Deployment, Memory, Precision, Sampling, Speculation, get_scenario_options
+from .implementation import resolve_implementation
 from .checks import check_finite_prices, check_grid_size, get_memory_warnings, get_pricing_warnings
 
 
@@ -195,7 +196,7 @@ def build_scenario(
     k, k_values, tree, draft_kv_budget, draft_layer_fraction, head_layer_fraction = (
         s.k, s.k_values, s.tree, s.draft_kv_budget, s.draft_layer_fraction, s.head_layer_fraction)
     extra_draft_pass, draft_first_step_tokens = s.extra_draft_pass, s.draft_first_step_tokens
-    ngram_match_fraction = s.ngram_match_fraction
+    ngram_match_fraction, implementation = s.ngram_match_fraction, d.implementation
     gpu_memory_utilization, memory_reserve_bytes, allow_long_context = (
         m.gpu_memory_utilization, m.memory_reserve_bytes, m.allow_long_context)
     sampling = options.sampling.priced
@@ -242,7 +243,8 @@ def build_scenario(
     group = check_positive_int(quant_group_size, "quantisation group size", 1 << 20)
     workload = Workload(batch=int(batch_axis[0]), context_tokens=int(context_axis[0]), weight_dtype=weight,
                         kv_dtype=kv, activation_dtype=activation, attention=attention, tensor_parallel=tp,
-                        quant_group_size=group, sampling=bool(sampling))
+                        quant_group_size=group, sampling=bool(sampling),
+                        implementation=resolve_implementation(implementation, hw_spec, model_spec, warnings))
     timing = get_timing_model(hw_spec)
     kernel, kernel_warnings = resolve_quant_kernel(quant_kernel, weight, hw_spec)
     warnings += kernel_warnings

@@ -84,6 +84,9 @@ class Deployment:
               f"EngineSpec (None: {DEFAULT_ENGINE}; 'ideal': bare kernels)")
     attention: str = _option(
         "flash", "attention kernel: flash, unfused, or per-head (K/V read once per query head, no GQA sharing)")
+    implementation: str | None = _option(
+        None, "the code that runs the model: reference (the decoder calibration times), hf (transformers eager), "
+              "gptfast, or an implementation YAML; it adds what that code does beyond the reference (None: reference)")
 
 
 @dataclass(frozen=True)

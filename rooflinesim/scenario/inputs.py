@@ -397,3 +397,4 @@ def resolve_engine(engine):
         return load_engine(engine)
     except SpecError as exc:
         raise InputError(str(exc)) from None
+

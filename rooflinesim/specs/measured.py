@@ -148,6 +148,37 @@ class CacheReuse(SpecModel):
         return self
 
 
+class CopyTable(SpecModel):
+    """One layer's KV-cache concatenation (keys and values copied into new tensors) timed vs the size of each new
+    tensor: the cost per byte depends on where the allocator finds the memory (a reused heap block, or fresh pages
+    the kernel faults in and zeroes: glibc maps every allocation above its mmap threshold, at most 32 MiB on 64-bit
+    Linux, afresh), so it is priced per byte interpolated in log size between the measured points, clamped at the
+    ends (`timing.measured`)."""
+
+    allocation_bytes: FloatTuple
+    bytes_moved: FloatTuple
+    time_s: FloatTuple
+    spread: FloatTuple
+
+    @model_validator(mode="after")
+    def _check(self) -> "CopyTable":
+        n = len(self.allocation_bytes)
+        if n < 1 or not (n == len(self.bytes_moved) == len(self.time_s) == len(self.spread)):
+            raise ValueError("allocation_bytes, bytes_moved, time_s and spread must have the same, non-zero length")
+        if list(self.allocation_bytes) != sorted(set(self.allocation_bytes)) or self.allocation_bytes[0] <= 0:
+            raise ValueError("allocation_bytes must be positive and strictly increasing")
+        if any(x <= 0 for x in (*self.bytes_moved, *self.time_s)) or any(s < 0 for s in self.spread):
+            raise ValueError("bytes and times must be positive, spreads non-negative")
+        return self
+
+    def get_seconds_per_byte(self, allocation_bytes):
+        import numpy as np
+
+        rate = np.log(np.asarray(self.time_s) / np.asarray(self.bytes_moved))
+        x = np.log(np.maximum(np.asarray(allocation_bytes, dtype=float), 1.0))
+        return np.exp(np.interp(x, np.log(np.asarray(self.allocation_bytes)), rate))
+
+
 class DtypeProfile(SpecModel):
     """Everything measured for one compute dtype."""
 
@@ -177,6 +208,14 @@ class DtypeProfile(SpecModel):
         0.0, ge=0,
         description="what a layer of a real model costs beyond its ops timed alone and the tiny decoders' dispatch "
                     "(rooflinesim.calibrate.fitting.fit_profile.fit_overheads); 0 in profiles measured before it existed")
+    dispatch_s: Optional[float] = Field(
+        None, ge=0, le=1e-3,
+        description="one aten call's dispatch cost (s): a loop of tiny in-place ops timed per call "
+                    "(calibrate.measure.benchmarks.implementation); prices the extra dispatches of an implementation "
+                    "(`ops.implementation_ops`); absent in profiles measured before it existed")
+    kv_concat: Optional[CopyTable] = Field(
+        None, description="a KV cache grown by concatenation, timed vs the size of the tensors it allocates "
+                          "(calibrate.measure.benchmarks.implementation); absent in profiles measured before it existed")
     residuals: dict[str, float] = Field(default_factory=dict)
     runs: Optional[int] = Field(None, ge=1, description="calibration runs pooled into this profile (`calibrate "
                                                        "--merge`); absent: one")

@@ -26,6 +26,9 @@ class Workload(FrozenModel):
     quant_group_size: int = Field(default=DEFAULT_QUANT_GROUP_SIZE, gt=0, description="int8/int4 weights per scale")
     sampling: bool = Field(default=False, description="price the sampler after each step's logits and, when "
                            "speculating, the acceptance rule (--sampling); off: a bare forward pass")
+    implementation: str = Field(default="reference", min_length=1, description="the code that runs the model "
+                                "(--impl; `specs.implementation`): reference (the decoder calibration times), hf, "
+                                "gptfast or a YAML file")
 
     @field_validator("weight_dtype", "kv_dtype", "activation_dtype")
     @classmethod

@@ -42,6 +42,9 @@ ELEMENTWISE_FAMILY = {
     "rope": "rope", "mlp_act": "mlp_act", "attn_residual": "residual", "mlp_residual": "residual",
     "kv_cache_write": "kv_cache_write", "embedding": "embedding",
     "sample": "sample", "accept_rule": "accept_rule",
+    # what an implementation adds beyond the reference decoder (`ops.implementation_ops`): copies into a fresh
+    # allocation (a concatenating KV cache, a materialised GQA expansion) and RoPE's extra elementwise passes
+    "kv_concat": "kv_concat", "kv_repeat": "kv_concat", "rope_extra_pass": "residual",
 }
 
 #: ops an engine runs after a forward pass rather than inside it (no in-model slow-down applies to them)

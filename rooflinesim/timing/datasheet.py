@@ -80,6 +80,9 @@ class DatasheetTiming:
         return rates
 
     def get_op_time(self, op: OpCost, compute_dtype: str) -> OpTime:
+        if op.kind == "dispatch":  # host-side aten calls: a datasheet has no figure for them (engines price launches)
+            zero = np.zeros(np.broadcast(op.flops, op.bytes).shape)
+            return OpTime(zero, zero, zero, zero, zero > 0)
         peak, bandwidth, overlap = self._rates(op, compute_dtype)
         compute = op.count * op.flops / peak
         memory = op.count * op.bytes / bandwidth
@@ -96,7 +99,7 @@ class DatasheetTiming:
         if not ops:
             return []
         shape = ops[0].flops.shape
-        if any(op.flops.shape != shape or op.bytes.shape != shape for op in ops):
+        if any(op.flops.shape != shape or op.bytes.shape != shape or op.kind == "dispatch" for op in ops):
             return None
         column = (-1,) + (1,) * len(shape)  # one row per op, broadcast over the grid
         rates = np.array([self._rates(op, compute_dtype) for op in ops]).T

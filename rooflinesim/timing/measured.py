@@ -226,13 +226,22 @@ class MeasuredTiming:
             per = self._linear_s(dm, op)
         elif op.kind == "attention":
             per = self._attention_s(prof, op)
+        elif op.name in ("kv_concat", "kv_repeat") and prof.kv_concat is not None:
+            # per byte as measured for tensors of this size (reused heap or fresh pages: `CopyTable`)
+            per = op.bytes * prof.kv_concat.get_seconds_per_byte(op.dims["allocation_bytes"])
         elif op.name in ELEMENTWISE_FAMILY and ELEMENTWISE_FAMILY[op.name] in prof.elementwise:
             fit = prof.elementwise[ELEMENTWISE_FAMILY[op.name]]
             per = fit.overhead_s + fit.coefficients.get("bytes", 0.0) * op.bytes
+        elif op.kind == "dispatch":
+            per = op.dims["calls"] * self._dispatch_s(prof)
+        elif op.name in ("kv_concat", "kv_repeat"):
+            # a profile measured before the fresh-allocation copy was timed: its copy bandwidth (a copy into an
+            # existing buffer, so without the new allocation's page faults: a lower bound) + one call's overhead
+            per = op.bytes / prof.copy_bandwidth_bytes_per_s + prof.linear_overhead_s
         else:  # unfused attention pieces, MoE experts, anything not calibrated: the fitted roofline + one overhead
             per = np.maximum(op.flops / prof.peak_flops_per_s, op.bytes / prof.gemv_bandwidth_bytes_per_s)
             per = per + prof.linear_overhead_s
-        scale = 1.0 if op.name in AFTER_FORWARD_OPS else prof.in_model_scale
+        scale = 1.0 if op.name in AFTER_FORWARD_OPS or op.kind == "dispatch" else prof.in_model_scale
         terms = self._terms(compute_dtype)
         if terms is not None and op.name not in AFTER_FORWARD_OPS:
             scale = scale * terms.scale
@@ -242,6 +251,16 @@ class MeasuredTiming:
         time = np.broadcast_to(time, np.broadcast(time, compute).shape).astype(float)
         overhead = np.maximum(time - np.maximum(compute, memory), 0.0)
         return OpTime(compute + 0 * time, memory + 0 * time, overhead, time, compute > memory)
+
+    @staticmethod
+    def _dispatch_s(prof: DtypeProfile) -> float:
+        """One aten call's cost: measured, or (older profiles) the fitted per-layer overhead spread over the
+        reference decoder's calls per layer."""
+        if prof.dispatch_s is not None:
+            return prof.dispatch_s
+        from ..specs.implementation import get_reference_implementation
+
+        return prof.layer_overhead_s / get_reference_implementation().dispatches_per_layer.value
 
     @staticmethod
     def _attention_features(op: OpCost) -> dict[str, np.ndarray]:

@@ -72,7 +72,11 @@ def bucket_of(name: str, output_width: int | None = None, vocab: int | None = No
 
 #: priced op name -> bucket (anything else, e.g. MoE experts and the router, is `linear` or `elementwise` by kind)
 PRICED_BUCKET = {"lm_head": "lm_head", "attention": "attention", "kv_cache_write": "kv_cache", "attn_norm": "norm",
-                 "mlp_norm": "norm", "final_norm": "norm", "rope": "rope"}
+                 "mlp_norm": "norm", "final_norm": "norm", "rope": "rope",
+                 # what an implementation profile adds (`ops.implementation_ops`): the concatenation is aten::cat
+                 # (kv_cache), repeat_kv a copy, RoPE's extra passes muls and adds, dispatches host time
+                 "kv_concat": "kv_cache", "kv_repeat": "kv_cache", "rope_extra_pass": "elementwise",
+                 "extra_dispatches": "framework"}
 
 
 @dataclass

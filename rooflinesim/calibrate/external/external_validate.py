@@ -10,6 +10,10 @@ Families:
 * `model`: the user's model of `calibrate --model` (validate's `--model`) at the points that calibration did not
   time, priced with its fitted terms (`calibrate.model_terms`).
 
+`hf` rows are priced with the `hf` implementation profile and `gptfast` rows with `gptfast` (`specs.implementation`:
+what that code does beyond the reference decoder); each row also carries its price as if the reference decoder ran
+it (`predicted_reference_s`), summarised as the family's `reference_impl` errors.
+
 Each family's summary has the median and p90 absolute error of the calibrated prediction (and of the uncalibrated
 roofline), the share of measurements inside their 90 % interval, and the interval's median half-width relative to
 the prediction (the issue's goal: >= 80 % inside, no wider than +-25 %).
@@ -49,6 +53,9 @@ def summarise_family(rows: list[dict]) -> dict:
            "roofline": summarise([ape(r["roofline_s"], r["measured_s"]) for r in rows]),
            "median_signed_error": float(np.median([r["predicted_s"] / r["measured_s"] - 1 for r in rows])),
            "coverage": None, "interval_half_width": None}
+    with_reference = [r for r in rows if r.get("predicted_reference_s") is not None]
+    if with_reference:  # the same rows priced as if the reference decoder ran them: before the implementation profile
+        out["reference_impl"] = summarise([ape(r["predicted_reference_s"], r["measured_s"]) for r in with_reference])
     with_interval = [r for r in rows if r.get("predicted_low_s") is not None]
     if with_interval:
         out["coverage"] = float(np.mean([r["predicted_low_s"] <= r["measured_s"] <= r["predicted_high_s"]
@@ -153,18 +160,20 @@ def print_external_report(report: dict, console=None) -> None:
     from rich.console import Console
     from rich.table import Table
 
-    console = console or Console(width=max(Console().width, 130))  # model names and 8 columns, unabridged in logs
+    console = console or Console(width=max(Console().width, 150))  # model names and 9 columns, unabridged in logs
     table = Table(title=f"validate --family ({report['dtype']}) on {report['device']}: {report['profile']}")
     table.add_column("family / model", no_wrap=True)
-    for col in ("n", "median err", "p90 err", "signed", "roofline median", "in 90 % interval",
+    for col in ("n", "median err", "p90 err", "signed", "as reference impl", "roofline median", "in 90 % interval",
                 "interval +-"):
         table.add_column(col, justify="right")
 
     def add(name, s):
         cov = "-" if s["coverage"] is None else f"{s['coverage']:.0%}"
         width = "-" if s["interval_half_width"] is None else f"{s['interval_half_width']:.0%}"
+        ref = s.get("reference_impl")
+        ref = "-" if ref is None else f"{ref['median_ape']:.1%} / {ref['p90_ape']:.1%}"
         table.add_row(name, str(s["calibrated"]["n"]), f"{s['calibrated']['median_ape']:.1%}",
-                      f"{s['calibrated']['p90_ape']:.1%}", f"{s['median_signed_error']:+.1%}",
+                      f"{s['calibrated']['p90_ape']:.1%}", f"{s['median_signed_error']:+.1%}", ref,
                       f"{s['roofline']['median_ape']:.1%}", cov, width)
     for family, s in report["summary"].items():
         add(f"[bold]{family}[/]", s)

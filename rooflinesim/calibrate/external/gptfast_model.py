@@ -155,7 +155,7 @@ def get_gptfast_specs() -> tuple[ModelSpec, ...]:
 def measure_gptfast_family(hw, base, device: Device, dtype: str, grid, timer: Timer, specs=None,
                            advance=lambda: None) -> list[dict]:
     """Report rows (with `model` and `family: gptfast`) of each spec's decode steps, measured and priced."""
-    from ..validators.validate_family import price_row
+    from ..validators.validate_family import price_row_with_impl
 
     tdtype, dev = get_torch_dtype(dtype), device.torch_device
     rows = []
@@ -172,7 +172,7 @@ def measure_gptfast_family(hw, base, device: Device, dtype: str, grid, timer: Ti
                 rows.append({"kind": "decode", "model": spec.name, "family": "gptfast", "batch": batch,
                              "context_tokens": context, "new_tokens": 1, "measured_s": t.estimate_s,
                              "measured_spread": t.spread, "measured_median_s": t.median_s,
-                             **price_row(hw, base, spec, dtype, batch, context)})
+                             **price_row_with_impl(hw, base, spec, dtype, batch, context, "gptfast")})
                 advance()
         model = None
     return rows

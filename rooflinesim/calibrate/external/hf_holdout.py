@@ -183,7 +183,7 @@ def measure_hf_family(hw, base, device: Device, dtype: str, grid: HfGrid, timer:
                       advance=lambda: None, config_overrides: dict | None = None) -> list[dict]:
     """Report rows (with `model` and `family: hf`) of each entry's decode steps, measured and priced; one model in
     memory at a time. `config_overrides` replaces config fields of every entry (the tests shrink the models)."""
-    from ..validators.validate_family import price_row
+    from ..validators.validate_family import price_row_with_impl
 
     require_transformers()
     tdtype, dev = get_torch_dtype(dtype), device.torch_device
@@ -203,7 +203,7 @@ def measure_hf_family(hw, base, device: Device, dtype: str, grid: HfGrid, timer:
                 rows.append({"kind": "decode", "model": spec.name, "family": "hf", "batch": batch,
                              "context_tokens": context, "new_tokens": 1, "measured_s": t.estimate_s,
                              "measured_spread": t.spread, "measured_median_s": t.median_s,
-                             **price_row(hw, base, spec, dtype, batch, context)})
+                             **price_row_with_impl(hw, base, spec, dtype, batch, context, "hf")})
                 step = None  # the cache's memory goes before the next one is filled
                 advance()
         model = None

@@ -26,11 +26,13 @@ from ...ops.step_ops import get_step_ops
 from ...specs.workload import Workload
 from ...units import MIB, get_dtype_bytes
 from .measurements import (
-    AttentionKey, CacheKey, DecoderKey, ElementwiseKey, LinearKey, MeasurementKey, SamplerKey, WarmLinearKey,
+    AttentionKey, CacheKey, DecoderKey, ElementwiseKey, ImplementationKey, LinearKey, MeasurementKey, SamplerKey,
+    WarmLinearKey,
 )
 from .plan import (
     ALWAYS_MEASURED_M, CACHE_SHAPE, DECODER_CONTEXT, ELEMENTWISE_SPECS, OVERHEAD_MODELS, OVERHEAD_TOKENS,
-    QUICK_CACHE_WORKING_SETS, WARM_WORKING_SET_BYTES, AttentionGrid, AttentionHeads, Plan, StepTokens, WeightShape,
+    QUICK_CACHE_WORKING_SETS, QUICK_KV_CONCAT_BYTES, WARM_WORKING_SET_BYTES, AttentionGrid, AttentionHeads, Plan,
+    StepTokens, WeightShape,
     elementwise_step_split, get_decoder_spec,
 )
 
@@ -102,6 +104,8 @@ def is_essential(key: MeasurementKey, plan: Plan) -> bool:
         return key in (keys[0], keys[-1])
     if isinstance(key, WarmLinearKey):  # one row and one point of growth per shape; the rest of the grid may wait
         return key.m in MINIMAL_WARM_M
+    if isinstance(key, ImplementationKey) and key.kind == "kv_concat":  # the two smallest caches: one fit
+        return key.size in sorted(plan.kv_concat_bytes)[:2]
     return True
 
 
@@ -143,7 +147,7 @@ def _get_generic_level_plan(level: str, dtypes, device) -> Plan:
                                                MINIMAL_ATTENTION_CONTEXT, MINIMAL_ATTENTION_Q),
                        elementwise_tokens=MINIMAL_ELEMENTWISE_TOKENS, elementwise_specs=ELEMENTWISE_SPECS[:1],
                        block_models=("block-384",), block_tokens=(StepTokens(1, 1),),
-                       cache_working_sets=(int(16 * MIB),))
+                       cache_working_sets=(int(16 * MIB),), kv_concat_bytes=QUICK_KV_CONCAT_BYTES[:2])
     raise ValueError(f"unknown calibration level {level!r}; one of {', '.join(LEVELS)}")
 
 
@@ -210,6 +214,17 @@ def estimate_key_s(key: MeasurementKey, plan: Plan, speed: DeviceSpeed) -> float
         copies = max(1, int(WARM_WORKING_SET_BYTES // (key.in_features * key.out_features * size)))
         call = _linear_call_s(key.m, key.in_features, key.out_features, size, speed)
         return JOB_SETUP_S + 2 * copies * call + _timed_s(call, plan)
+    if isinstance(key, ImplementationKey):
+        if key.kind == "dispatch":
+            return JOB_SETUP_S + _timed_s(key.size * speed.call_overhead_s, plan)
+        # copies of two caches of `size` over at least 64 MiB filled (a memset, ~4x faster than randn), then each
+        # call reads two and writes them into new tensors; above the fresh-allocation size every call also faults
+        # in their pages (about a memset's rate)
+        pages = 2 * key.size / (4 * speed.fill_bytes_per_s)
+        fill = max(2 * key.size, 64 * MIB) / (4 * speed.fill_bytes_per_s)
+        fresh = key.size > 32 * MIB  # above glibc's largest mmap threshold (`specs.measured.CopyTable`)
+        call = 4 * key.size / speed.gemv_bandwidth_bytes_per_s + (pages if fresh else 0.0)
+        return JOB_SETUP_S + fill + _timed_s(call, plan)
     if isinstance(key, SamplerKey):  # float64 probabilities, a few passes over them and ~20 small calls
         rows = key.batch * (key.positions + 1)
         call = 6 * rows * key.vocab * 8 / speed.gemv_bandwidth_bytes_per_s + 20 * speed.call_overhead_s

@@ -26,15 +26,20 @@ import numpy as np
 from ...ops.sections import get_acceptance_rule_bytes, get_sampler_bytes
 from ...ops.step_ops import get_step_ops
 from ...specs.workload import Workload
-from ...specs.measured import AffineFit, CacheReuse, DtypeProfile, LinearTable, MeasuredProfile, Provenance
+from ...specs.measured import (
+    AffineFit, CacheReuse, CopyTable, DtypeProfile, LinearTable, MeasuredProfile, Provenance,
+)
 from ...specs.hardware import Efficiency, HardwareSpec
 from ...units import GIGA, get_dtype_bytes
 from .fit import AffineResult, RooflineFit, fit_affine, fit_roofline
 from .measurements import (
-    AttentionKey, CacheKey, DecoderKey, ElementwiseKey, LinearKey, Results, SamplerKey, WarmLinearKey,
+    AttentionKey, CacheKey, DecoderKey, ElementwiseKey, ImplementationKey, LinearKey, Results, SamplerKey,
+    WarmLinearKey,
 )
 from .plan import (
-    CACHE_SHAPE, DECODER_CONTEXT, OVERHEAD_MODELS, Plan, elementwise_step_split, get_decoder_spec, synthetic_spec,
+    CACHE_SHAPE, DECODER_CONTEXT, OVERHEAD_MODELS, Plan, elementwise_step_split, get_decoder_spec, get_kv_concat_allocation_bytes,
+    get_kv_concat_bytes,
+    synthetic_spec,
 )
 from ...timing.linear_tables import LinearModel, get_shape_loo_error
 from ...timing.measured import MeasuredTiming
@@ -132,6 +137,27 @@ def _fit_elementwise(dtype: str, results: Results) -> dict[str, AffineFit]:
     return elementwise
 
 
+def _fit_kv_concat(dtype: str, results: Results) -> CopyTable | None:
+    """A concatenating KV cache (`ops.implementation_ops.kv_append_ops`): its time per point vs the size of each
+    tensor it allocates (None when not measured)."""
+    rows = sorted((get_kv_concat_allocation_bytes(key.size, dtype), get_kv_concat_bytes(key.size, dtype),
+                   results.timing(key)) for key in results.keys_of(ImplementationKey) if key.kind == "kv_concat")
+    if not rows:
+        return None
+    return CopyTable(allocation_bytes=tuple(r[0] for r in rows), bytes_moved=tuple(r[1] for r in rows),
+                     time_s=tuple(r[2].estimate_s for r in rows), spread=tuple(round(r[2].spread, 4) for r in rows))
+
+
+def _fit_dispatch_s(results: Results) -> float | None:
+    """One aten call's cost: the slope of the dispatch loop's time between its call counts (None unmeasured)."""
+    points = sorted((key.size, results.timing(key).estimate_s) for key in results.keys_of(ImplementationKey)
+                    if key.kind == "dispatch")
+    if len(points) < 2 or points[-1][0] == points[0][0]:
+        return None
+    (n0, t0), (n1, t1) = points[0], points[-1]
+    return float(min(max((t1 - t0) / (n1 - n0), 0.0), 1e-3))
+
+
 def _fit_cache_reuse(dtype: str, results: Results, roof: RooflineFit) -> CacheReuse | None:
     rows = sorted((key.working_set_bytes, results.timing(key).estimate_s) for key in results.keys_of(CacheKey))
     if len(rows) < 2:
@@ -192,7 +218,8 @@ def fit_dtype(dtype: str, results: Results, copy_bw: float, gemv_bw: float, plan
         peak_flops_per_s=roof.peak_flops_per_s, linear_overhead_s=roof.overhead_s, linear=tables,
         attention=_fit_attention(dtype, results), elementwise=_fit_elementwise(dtype, results),
         layer_overhead_s=0.0, step_overhead_s=0.0, cache_reuse=_fit_cache_reuse(dtype, results, roof),
-        warm_linear=_fit_warm_linear(results),
+        warm_linear=_fit_warm_linear(results), dispatch_s=_fit_dispatch_s(results),
+        kv_concat=_fit_kv_concat(dtype, results),
         residuals=residuals,
     )
     return fit_overheads(dtype, profile, results)

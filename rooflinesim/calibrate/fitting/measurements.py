@@ -92,8 +92,20 @@ class SamplerKey:
     vocab: int
 
 
-MeasurementKey = Union[LinearKey, AttentionKey, ElementwiseKey, DecoderKey, CacheKey, WarmLinearKey, SamplerKey]
-KeyT = TypeVar("KeyT", LinearKey, AttentionKey, ElementwiseKey, DecoderKey, CacheKey, WarmLinearKey, SamplerKey)
+@dataclass(frozen=True)
+class ImplementationKey:
+    """What other implementations do that the reference decoder does not (`ops.implementation_ops`): `kind`
+    'kv_concat' concatenates one new position onto a layer's cached keys and values of `size` bytes each (a copy
+    into a fresh allocation, as transformers' DynamicCache does every step); 'dispatch' runs `size` tiny aten calls."""
+
+    kind: str
+    size: int
+
+
+MeasurementKey = Union[LinearKey, AttentionKey, ElementwiseKey, DecoderKey, CacheKey, WarmLinearKey, SamplerKey,
+                       ImplementationKey]
+KeyT = TypeVar("KeyT", LinearKey, AttentionKey, ElementwiseKey, DecoderKey, CacheKey, WarmLinearKey, SamplerKey,
+               ImplementationKey)
 
 
 @dataclass(frozen=True)

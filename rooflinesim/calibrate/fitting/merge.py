@@ -24,7 +24,7 @@ from pathlib import Path
 import numpy as np
 
 from ...specs.profiles import load_profile, write_profile
-from ...specs.measured import AffineFit, CacheReuse, DtypeProfile, LinearTable
+from ...specs.measured import AffineFit, CacheReuse, CopyTable, DtypeProfile, LinearTable
 from ...specs.hardware import HardwareSpec
 from ...errors import InputError
 from ...timing.linear_tables import LinearModel, get_shape_loo_error
@@ -103,8 +103,29 @@ def merge_dtype(dtype: str, profiles: list[DtypeProfile]) -> DtypeProfile:
         layer_overhead_s=avg("layer_overhead_s"), step_overhead_s=avg("step_overhead_s"),
         cache_reuse=_merge_cache(profiles, runs), in_model_scale=avg("in_model_scale"),
         in_model_layer_overhead_s=avg("in_model_layer_overhead_s"), residuals=residuals,
-        warm_linear=_merge_tables(profiles, "warm_linear"),
+        warm_linear=_merge_tables(profiles, "warm_linear"), dispatch_s=_merge_optional(profiles, runs, "dispatch_s"),
+        kv_concat=_merge_copy(profiles, runs),
         runs=sum(runs))
+
+
+def _merge_copy(profiles: list[DtypeProfile], runs: list[int]) -> CopyTable | None:
+    """The concatenation tables of the runs that measured the same sizes as the first one, times averaged."""
+    tables = [(p.kv_concat, r) for p, r in zip(profiles, runs) if p.kv_concat is not None]
+    if not tables:
+        return None
+    first = tables[0][0]
+    same = [(t, r) for t, r in tables if t.allocation_bytes == first.allocation_bytes]
+    weights = [r for _, r in same]
+    mean = lambda name: tuple(float(x) for x in np.average(np.array([getattr(t, name) for t, _ in same]), axis=0,
+                                                           weights=weights))
+    return CopyTable(allocation_bytes=first.allocation_bytes, bytes_moved=first.bytes_moved, time_s=mean("time_s"),
+                     spread=mean("spread"))
+
+
+def _merge_optional(profiles: list[DtypeProfile], runs: list[int], name: str) -> float | None:
+    """A field older profiles lack, averaged over the runs that have it (None when none has)."""
+    have = [(getattr(p, name), r) for p, r in zip(profiles, runs) if getattr(p, name) is not None]
+    return _weighted([v for v, _ in have], [r for _, r in have]) if have else None
 
 
 def _merge_anchors(provs) -> dict[str, float] | None:

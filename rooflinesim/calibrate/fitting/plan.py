@@ -17,7 +17,8 @@ from ...specs.workload import Workload
 from ...specs.model import ModelSpec
 from ...units import GIB, MIB, get_dtype_bytes
 from .measurements import (
-    AttentionKey, CacheKey, DecoderKey, ElementwiseKey, LinearKey, MeasurementKey, SamplerKey, WarmLinearKey,
+    AttentionKey, CacheKey, DecoderKey, ElementwiseKey, ImplementationKey, LinearKey, MeasurementKey, SamplerKey,
+    WarmLinearKey,
 )
 
 if TYPE_CHECKING:
@@ -107,6 +108,36 @@ SAMPLER_POINTS = tuple(("sample", b, q, v) for b, q, v in ((1, 1, 32), (16, 1, 3
                                                           (8, 1, 32000), (32, 1, 32000), (4, 5, 32000))) \
     + tuple(("accept_rule", b, k, v) for b, k, v in ((1, 4, 32), (16, 4, 32), (1, 4, 32000), (8, 4, 32000),
                                                      (32, 2, 32000)))
+
+#: what other implementations do beyond the reference decoder (`ops.implementation_ops`), timed by every plan:
+#: a KV cache grown by concatenation (bytes of one layer's cached keys, and as many values) and the per-call cost of
+#: aten dispatch (calls per timed call: the difference of two counts is the per-call cost). The cache sizes straddle
+#: glibc malloc's mmap threshold (at most 32 MiB on 64-bit Linux, `specs.measured.CopyTable`): on the 2-core AMD
+#: EPYC VM (1 thread) a concatenation allocating 31 MiB per tensor ran at 35 GB/s (read + write), one allocating
+#: 33 MiB at 3.7 GB/s, as every such allocation gets fresh pages
+KV_CONCAT_BYTES = tuple(int(x * MIB) for x in (0.5, 2, 8, 16, 24, 40, 64, 96))
+QUICK_KV_CONCAT_BYTES = tuple(int(x * MIB) for x in (0.5, 8, 24, 48))
+TINY_KV_CONCAT_BYTES = tuple(int(x * MIB) for x in (0.5, 8))
+DISPATCH_CALLS = (64, 512)
+#: the concatenated cache's layout: [batch 1, KV_CONCAT_HEADS, positions, KV_CONCAT_HEAD_DIM]
+KV_CONCAT_HEADS, KV_CONCAT_HEAD_DIM = 4, 64
+
+
+def get_kv_concat_positions(size_bytes: int, dtype: str) -> int:
+    """Cached positions of a 'kv_concat' point of `size_bytes` per cache."""
+    return max(1, int(size_bytes // (KV_CONCAT_HEADS * KV_CONCAT_HEAD_DIM * get_dtype_bytes(dtype))))
+
+
+def get_kv_concat_allocation_bytes(size_bytes: int, dtype: str) -> float:
+    """Bytes of each tensor a 'kv_concat' point allocates: the cache and its new position."""
+    return (get_kv_concat_positions(size_bytes, dtype) + 1) * KV_CONCAT_HEADS * KV_CONCAT_HEAD_DIM * get_dtype_bytes(dtype)
+
+
+def get_kv_concat_bytes(size_bytes: int, dtype: str) -> float:
+    """The bytes one 'kv_concat' call moves as `ops.implementation_ops` counts them: the cached keys and values read
+    and written (the new position's write is the reference's `kv_cache_write`)."""
+    positions = get_kv_concat_positions(size_bytes, dtype)
+    return 2.0 * 2.0 * positions * KV_CONCAT_HEADS * KV_CONCAT_HEAD_DIM * get_dtype_bytes(dtype)
 
 #: the weight of the cache-reuse benchmark: 16 MB in fp32, 8 MB in bf16
 #: small weight shapes timed with their weights warm in the last-level cache, vs M (`WarmLinearKey`): a small model
@@ -253,6 +284,7 @@ class Plan:
     # the weight shapes of the models the profile is for (`calibrate --shapes-of`), timed over the same M grid as
     # the generic shapes and priced from their own tables (timing.linear_tables): none of them is a hold-out then
     served_shapes: tuple[WeightShape, ...] = ()
+    kv_concat_bytes: tuple[int, ...] = KV_CONCAT_BYTES  # the concatenating-cache sizes timed (`ImplementationKey`)
 
     @property
     def all_linear_shapes(self) -> tuple[WeightShape, ...]:
@@ -269,7 +301,8 @@ class Plan:
                 bandwidth_bytes=64 * MIB, rotate_bytes=128 * MIB, max_call_flops=1e9,
                 attention=AttentionGrid((AttentionHeads(12, 3, 64),), (1, 4), (96, 400), (1, 5)),
                 elementwise_tokens=(1, 40), block_models=("block-384", "block-1536"),
-                block_tokens=(StepTokens(1, 1),), cache_working_sets=(int(16 * MIB),), warm_shapes=())
+                block_tokens=(StepTokens(1, 1),), cache_working_sets=(int(16 * MIB),), warm_shapes=(),
+                kv_concat_bytes=TINY_KV_CONCAT_BYTES)
         if quick:
             return cls(
                 quick=True, dtypes=dtypes, level="quick", linear_shapes=QUICK_LINEAR_SHAPES, m_grid=QUICK_M_GRID, passes=1,
@@ -279,7 +312,7 @@ class Plan:
                                         QUICK_ATTENTION_Q),
                 elementwise_tokens=(1, 40, 256), block_models=("block-768", "block-1536", "block-2048"),
                 block_tokens=(StepTokens(1, 1), StepTokens(8, 1)), cache_working_sets=QUICK_CACHE_WORKING_SETS,
-                warm_shapes=())
+                warm_shapes=(), kv_concat_bytes=QUICK_KV_CONCAT_BYTES)
         return cls(
             quick=False, dtypes=dtypes, linear_shapes=LINEAR_SHAPES, m_grid=M_GRID, passes=2, min_calls=5,
             min_time_s=0.03, bandwidth_bytes=GIB, rotate_bytes=GIB,
@@ -325,7 +358,11 @@ class Plan:
     def sampler_keys(self) -> list[SamplerKey]:
         return [SamplerKey(*point) for point in SAMPLER_POINTS]
 
+    def implementation_keys(self) -> list[ImplementationKey]:
+        return ([ImplementationKey("kv_concat", size) for size in self.kv_concat_bytes]
+                + [ImplementationKey("dispatch", calls) for calls in DISPATCH_CALLS])
+
     def keys(self, dtype: str) -> list[MeasurementKey]:
         """Every configuration this plan times for one dtype, family by family."""
         return [*self.linear_keys(), *self.attention_keys(dtype), *self.elementwise_keys(), *self.decoder_keys(),
-                *self.cache_keys(), *self.warm_linear_keys(), *self.sampler_keys()]
+                *self.cache_keys(), *self.warm_linear_keys(), *self.sampler_keys(), *self.implementation_keys()]

@@ -82,7 +82,8 @@ class CpuBackend:
         best = 0.0
         for path in glob.glob("/sys/devices/system/cpu/cpu0/cache/index*/size"):
             try:
-                text = open(path).read().strip().upper()
+                with open(path) as f:  # closed at once: an unclosed file warns on every calibrate run
+                    text = f.read().strip().upper()
                 value = float(text.rstrip("KMG")) * {"K": KIB, "M": MIB, "G": GIB}.get(text[-1], 1)
                 best = max(best, value)
             except (OSError, ValueError):

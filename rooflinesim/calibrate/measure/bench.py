@@ -299,6 +299,9 @@ def build_profile_spec(device: Device, profiles: dict, plans: dict, command: str
     quick_note += f"SDPA kernels enabled: {', '.join(device.backend.sdpa_kernels()) or 'none reported'}. "
     if device.host_memory_kept:
         quick_note += "Host memory: freed memory kept for reuse (glibc mallopt, calibrate.measure.timers). "
+    quick_note += ("Implementation costs (ops.implementation_ops): kv_concat, torch.cat of cold caches into new "
+                   "tensors vs their size, and dispatch_s, the slope of a loop of tiny aten calls "
+                   "(calibrate.measure.benchmarks.implementation). ")
     prov = Provenance(
         device_kind=device.kind, device_name=device.name, host_cpu=get_host_cpu_model(),
         torch_version=torch.__version__, dtypes=dtypes, threads=device.threads, date=now, command=command,

@@ -31,10 +31,12 @@ class FamilyGrid:
         return cls(6, 0, (1, 4, 16), (256, 2048))
 
 
-def price_row(hw, base, spec, dtype: str, batch: int, context: int) -> dict:
-    """The calibrated prediction (with its interval) and the base device's roofline of one decode step."""
+def price_row(hw, base, spec, dtype: str, batch: int, context: int, implementation: str | None = None) -> dict:
+    """The calibrated prediction (with its interval) and the base device's roofline of one decode step, of the
+    model run by `implementation` (None: the reference decoder; `specs.implementation`)."""
     options = dict(weight_dtype=dtype, kv_dtype=dtype, activation_dtype=dtype, speculative=False,
-                   allow_long_context=True, engine="ideal")  # bare forward passes were timed: no engine's costs
+                   allow_long_context=True, engine="ideal",  # bare forward passes were timed: no engine's costs
+                   implementation=implementation)
     calibrated = build_scenario(hw, spec, batch, context, **options)
     step = get_step_cost(calibrated.hardware, spec, calibrated.workload, 1, calibrated.timing, context, batch)
     roof = build_scenario(base, spec, batch, context, **options)
@@ -69,3 +71,11 @@ def measure_family(hw, base, device: Device, dtype: str, grid: FamilyGrid, timer
                 advance()
         decoder = None  # one family member in memory at a time
     return rows
+
+
+def price_row_with_impl(hw, base, spec, dtype: str, batch: int, context: int, implementation: str) -> dict:
+    """`price_row` with `implementation`, plus the row's implementation and its price as if the reference decoder
+    ran it (`predicted_reference_s`): what the implementation profile changes, in the same report."""
+    row = price_row(hw, base, spec, dtype, batch, context, implementation)
+    reference = price_row(hw, base, spec, dtype, batch, context)["predicted_s"]
+    return {**row, "implementation": implementation, "predicted_reference_s": reference}

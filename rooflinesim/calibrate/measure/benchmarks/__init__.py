@@ -10,18 +10,20 @@ Each family module turns the `Plan` into `Job`s (a measurement key and a callabl
 * `decoder`: whole synthetic decoders as forward passes (dispatch overheads and the in-model scale);
 * `cache`: the same GEMV over growing weight working sets (cache reuse);
 * `linear.warm_linear_jobs`: small F.linear shapes vs M with their weights warm in the last-level cache;
-* `sampler`: the sampler and the exact acceptance rule a speculative loop runs after its forward passes.
+* `sampler`: the sampler and the exact acceptance rule a speculative loop runs after its forward passes;
+* `implementation`: what other implementations do beyond the reference decoder (a concatenating KV cache, aten
+  dispatch per call).
 
 `JOB_FAMILIES` lists the job builders in the order a run collects them (that order seeds the shuffle).
 """
 
 from __future__ import annotations
 
-from . import attention, cache, decoder, elementwise, linear, sampler
+from . import attention, cache, decoder, elementwise, implementation, linear, sampler
 from .base import BenchContext, Job
 
 #: the job builders of one dtype, in the order `calibrate.measure.bench.run_calibration` collects them
 JOB_FAMILIES = (linear.linear_jobs, attention.attention_jobs, elementwise.elementwise_jobs, decoder.decoder_jobs,
-                cache.cache_jobs, linear.warm_linear_jobs, sampler.sampler_jobs)
+                cache.cache_jobs, linear.warm_linear_jobs, sampler.sampler_jobs, implementation.implementation_jobs)
 
 __all__ = ["BenchContext", "JOB_FAMILIES", "Job"]
