@@ -20,7 +20,8 @@ ADMISSIONS = ("evict", "no-evict")
 
 #: far above any engine's setting; the simulation allocates arrays of these sizes (a budget of 1.4e11 tokens asked
 #: for 1 TiB, and a step's cost grows with the budget: 3.4 million tokens made 20 requests take 18 s)
-CONFIG_MAXIMA = {"max_num_seqs": 1 << 16, "max_num_batched_tokens": 1 << 20, "block_size": 1 << 16}
+CONFIG_MAXIMA = {"max_num_seqs": 1 << 16, "max_num_batched_tokens": 1 << 20, "block_size": 1 << 16,
+                 "multi_step": 1 << 10}
 
 
 @dataclass(frozen=True)
@@ -36,6 +37,13 @@ class ServeConfig:
     #: 'evict' (admit while blocks are free, preempt by recompute when they run out) or 'no-evict' (admit only a
     #: request whose prompt, whole output and draft slots fit: TensorRT-LLM's GUARANTEED_NO_EVICT)
     admission: str = "evict"
+    #: decode iterations scheduled at once (vLLM V0 `--num-scheduler-steps`): once a decode step starts a window, the
+    #: next multi_step - 1 steps decode the same batch; prompts that arrive or wait meanwhile are prefilled only after
+    #: the window (so TTFT pays for it), and the host work is paid once per window (timing/engine.py)
+    multi_step: int = 1
+    #: an asynchronous output processor (vLLM V0 v0.6): a step's tokens are streamed while the next step runs, one
+    #: step late (serve/output.py); not while speculating (vLLM turns it off for speculative decoding)
+    async_output: bool = False
 
     @classmethod
     def for_engine(cls, engine, max_num_seqs=None, max_num_batched_tokens=None, block_size=DEFAULT_BLOCK_SIZE,
@@ -49,7 +57,7 @@ class ServeConfig:
                        given(max_num_batched_tokens, DEFAULT_MAX_NUM_BATCHED_TOKENS), block_size, seed)
         s = engine.scheduling
         return cls(given(max_num_seqs, s.max_num_seqs), given(max_num_batched_tokens, s.max_num_batched_tokens),
-                   block_size, seed, s.policy, s.admission)
+                   block_size, seed, s.policy, s.admission, s.multi_step, s.async_output)
 
     def check(self) -> "ServeConfig":
         for name, most in CONFIG_MAXIMA.items():

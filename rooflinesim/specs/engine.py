@@ -94,6 +94,9 @@ class Scheduling(SpecModel):
         default="evict", description="evict: admit while KV blocks are free, preempt when they run out; no-evict: "
                                      "admit only a request whose whole output fits (TensorRT-LLM "
                                      "GUARANTEED_NO_EVICT)")
+    async_output: bool = Field(default=False, description="an asynchronous output processor streams a step's tokens "
+                                                          "while the next step runs (vLLM V0 v0.6): they reach "
+                                                          "the client one step later")
     max_num_batched_tokens: int = Field(default=8192, ge=1, description="default token budget per step")
     max_num_seqs: int = Field(default=256, ge=1, description="default running sequences at most")
 
