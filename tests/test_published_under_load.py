@@ -125,7 +125,7 @@ def test_serving_rows_have_sources_and_si_metrics(bench, serve_rows):
 
 #: what a serving row may be fitted on: engine-profile fields (engines/*.yaml, fitted: in their sources) and the
 #: ShareGPT length distribution's output cap (serve/workload.py)
-SERVE_FITTED_PARAMETERS = {"launch.kernel_s_graph", "launch.kernel_s_eager", "host.per_sequence_s",
+SERVE_FITTED_PARAMETERS = {"launch.kernel_s_graph", "host.frontend_s", "host.per_sequence_s",
                            "sharegpt_output_cap"}
 
 

@@ -116,3 +116,18 @@ def test_async_output_delays_the_first_token_by_one_decode_step():
     assert runs[True].latency_s[0] == pytest.approx(runs[False].latency_s[0], rel=1e-12)
     assert ServeConfig.for_engine(load_engine("vllm-v0-multistep")).async_output
     assert not ServeConfig.for_engine(load_engine("vllm-v1")).async_output
+
+
+def test_the_front_end_delays_the_scheduler_by_frontend_s():
+    """A request reaches the scheduler frontend_s after it is sent: alone, its TTFT and latency grow by exactly that
+    (hand-computed: the same steps, shifted), and the sglang-0.3 profile's fitted 4 ms reaches ServeConfig."""
+    scenario = build_scenario("a100", "llama-3.1-8b", speculative=False, engine="sglang-0.3")
+    pricer = StepPricer(scenario, 4, 4096, 2048, 0)
+    requests = Requests(np.asarray([0.0, 5.0]), np.asarray([256, 256]), np.asarray([20, 20]))
+    runs = [simulate(scenario, requests, "off", ServeConfig(max_num_seqs=4, max_num_batched_tokens=4096,
+                                                            frontend_s=f), pricer=pricer) for f in (0.0, 0.004)]
+    assert np.allclose(runs[1].ttft_s - runs[0].ttft_s, 0.004, rtol=0, atol=1e-9)
+    assert np.allclose(runs[1].latency_s - runs[0].latency_s, 0.004, rtol=0, atol=1e-9)
+    assert ServeConfig.for_engine(load_engine("sglang-0.3")).frontend_s == pytest.approx(0.004)
+    with pytest.raises(InputError, match="frontend_s"):
+        ServeConfig(frontend_s=-1.0).check()

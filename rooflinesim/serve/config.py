@@ -44,6 +44,9 @@ class ServeConfig:
     #: an asynchronous output processor (vLLM V0 v0.6): a step's tokens are streamed while the next step runs, one
     #: step late (serve/output.py); not while speculating (vLLM turns it off for speculative decoding)
     async_output: bool = False
+    #: seconds from a request's send to the scheduler (the API server: tokenization, hand-over to the engine process);
+    #: TTFT and latency count it, the engine's steps do not (specs.engine.Host.frontend_s)
+    frontend_s: float = 0.0
 
     @classmethod
     def for_engine(cls, engine, max_num_seqs=None, max_num_batched_tokens=None, block_size=DEFAULT_BLOCK_SIZE,
@@ -57,7 +60,7 @@ class ServeConfig:
                        given(max_num_batched_tokens, DEFAULT_MAX_NUM_BATCHED_TOKENS), block_size, seed)
         s = engine.scheduling
         return cls(given(max_num_seqs, s.max_num_seqs), given(max_num_batched_tokens, s.max_num_batched_tokens),
-                   block_size, seed, s.policy, s.admission, s.multi_step, s.async_output)
+                   block_size, seed, s.policy, s.admission, s.multi_step, s.async_output, engine.host.frontend_s)
 
     def check(self) -> "ServeConfig":
         for name, most in CONFIG_MAXIMA.items():
@@ -70,6 +73,9 @@ class ServeConfig:
             raise InputError(f"step_policy must be one of {', '.join(STEP_POLICIES)}, got {self.step_policy!r}")
         if self.admission not in ADMISSIONS:
             raise InputError(f"admission must be one of {', '.join(ADMISSIONS)}, got {self.admission!r}")
+        if isinstance(self.frontend_s, bool) or not isinstance(self.frontend_s, (int, float)) or \
+                not 0.0 <= self.frontend_s <= 60.0:
+            raise InputError(f"frontend_s must be between 0 and 60 seconds, got {self.frontend_s!r}")
         if self.max_num_batched_tokens < self.max_num_seqs:
             raise InputError(f"max_num_batched_tokens ({self.max_num_batched_tokens}) must be at least max_num_seqs "
                              f"({self.max_num_seqs}): every running request needs a token per step")

@@ -13,7 +13,8 @@ continuous-batching scheduler (its configuration, `ServeConfig`, is in config.py
   freed and it goes back to the front of the queue, to prefill its prompt and its output so far again;
 - with `multi_step` N (vLLM V0's --num-scheduler-steps) a decode step opens a window of N decode steps of the same
   batch: nothing is prefilled or admitted until it closes; with `async_output` a step's tokens reach the client when
-  the next step ends (serve/output.py);
+  the next step ends (serve/output.py); with `frontend_s` a request reaches the scheduler that long after it is sent
+  (the API server's tokenization and hand-over), which its TTFT and latency count;
 - the KV capacity is what `Scenario.get_memory_fit` leaves: memory - weights (target, and a deployed draft model's)
   - the activations of the largest decode step, divided by the KV bytes per token (target + draft).
 
@@ -179,13 +180,14 @@ def simulate(scenario: Scenario, requests: Requests, policy: Policy | str, confi
     prefill_first, no_evict = config.step_policy == "prefill-first", config.admission == "no-evict"
     window_left = 0  # decode steps left in the current multi-step window (no prefill, no admission until it ends)
     streamed = StreamedOutput(first_token_s, finish_s, config.async_output and policy.max_k == 0)
+    frontend_s = config.frontend_s  # a request reaches the scheduler this long after it is sent (TTFT counts it)
 
     while next_arrival < n or running or waiting:
-        while next_arrival < n and arrival[next_arrival] <= now:
+        while next_arrival < n and arrival[next_arrival] + frontend_s <= now:
             waiting.append(next_arrival)
             next_arrival += 1
         if not running and not waiting:
-            now = float(arrival[next_arrival])
+            now = float(arrival[next_arrival]) + frontend_s
             continue
         if membership_changed:  # the running set or a phase changed since the last step
             run = np.asarray(running, dtype=np.int64)
@@ -196,7 +198,7 @@ def simulate(scenario: Scenario, requests: Requests, policy: Policy | str, confi
         if all_dec.size and not all_pre.size and not waiting and policy.plannable and not catching_up:
             remaining = output[all_dec] - generated[all_dec]  # fast path: a run of decodes
             plan = plan_decode_run(computed[all_dec], remaining, blocks[all_dec], free_blocks, now,
-                                   float(arrival[next_arrival]) if next_arrival < n else np.inf,
+                                   float(arrival[next_arrival]) + frontend_s if next_arrival < n else np.inf,
                                    policy, pricer, rng, rates, bs, budget_total)
             if plan is not None:
                 streamed.step_runs(now, float(plan.ends_s[0]))
@@ -303,7 +305,7 @@ def simulate(scenario: Scenario, requests: Requests, policy: Policy | str, confi
         if not dec.size and not pre.size:  # nothing fits yet (all blocks held by queued work): wait for an arrival
             if next_arrival >= n:
                 raise InputError("the scheduler cannot make progress: the KV cache is too small for one request")
-            now = float(arrival[next_arrival])
+            now = float(arrival[next_arrival]) + frontend_s
             continue
         if dec.size and preempted:
             decode_context = float(np.add.reduce(computed[dec])) / dec.size

@@ -60,6 +60,10 @@ class Host(SpecModel):
     constant_s: float = Field(default=0.0, ge=0)
     per_sequence_s: float = Field(default=0.0, ge=0)
     per_token_s: float = Field(default=0.0, ge=0)
+    frontend_s: float = Field(default=0.0, ge=0, le=60.0,
+                              description="per-request latency before the scheduler sees a request (the API server's "
+                                          "tokenization and hand-over to the engine process): serve adds it to "
+                                          "TTFT and latency, not to any step")
     overlap: bool = Field(default=False, description="an overlap scheduler runs the host work of iteration i + 1 "
                                                      "under the GPU work of iteration i: only the excess shows")
 
