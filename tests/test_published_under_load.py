@@ -109,7 +109,7 @@ def test_serving_rows_have_sources_and_si_metrics(bench, serve_rows):
     assert len({r["id"] for r in serve_rows}) == len(serve_rows)
     for row in serve_rows:
         _common(row)
-        assert row.get("fitted_on") == [], row["id"]
+        assert set(row.get("fitted_on")) <= SERVE_FITTED_PARAMETERS, row["id"]
         assert row["metrics"] and set(row["metrics"]) <= SERVE_METRICS, row["id"]
         for name, value in row["metrics"].items():
             assert math.isfinite(value) and value > 0, (row["id"], name)
@@ -121,6 +121,17 @@ def test_serving_rows_have_sources_and_si_metrics(bench, serve_rows):
         if row["load"] != "batch":
             # lengths as published, or a dataset the bench knows lengths for
             assert (row.get("prompt_tokens") and row.get("output_tokens")) or row["dataset"] in bench.DATASET_LENGTHS
+
+
+#: what a serving row may be fitted on: engine-profile fields (engines/*.yaml, fitted: in their sources) and the
+#: ShareGPT length distribution's output cap (serve/workload.py)
+SERVE_FITTED_PARAMETERS = {"launch.kernel_s_graph", "host.frontend_s", "host.per_sequence_s",
+                           "sharegpt_output_cap"}
+
+
+def test_at_most_a_third_of_the_serving_rows_are_fitted(serve_rows):
+    fitted = [r["id"] for r in serve_rows if r["fitted_on"]]
+    assert 3 * len(fitted) <= len(serve_rows), fitted
 
 
 def test_every_serving_row_is_priceable(bench, serve_rows):
@@ -229,3 +240,36 @@ def test_summary_reports_fitted_and_held_out_apart(bench):
 def test_break_even_is_judged_against_the_published_bracket(bench, predicted, expected):
     entry = {"published_first_losing": 64, "published_last_paying": 16}
     assert bench.describe_break_even(predicted, entry, 512) == expected
+
+
+def test_serving_deployment_blocks_state_known_flags_with_a_source(serve_rows):
+    for row in serve_rows:
+        deployment = row.get("deployment")
+        if deployment is None:
+            continue
+        assert set(deployment) <= {"max_num_seqs", "max_num_batched_tokens", "kv_dtype", "source"}, row["id"]
+        assert deployment.get("source") and len(deployment) >= 2, row["id"]
+
+
+def test_a_serving_row_is_priced_with_its_engines_scheduling_and_flags(bench, monkeypatch):
+    """As `serve --policy off --engine <row's engine> --rate inf --max-num-seqs N` would: the engine profile's
+    multi-step window and async output, the row's stated sequence limit, every request at t = 0 and ShareGPT lengths
+    drawn from the named distribution (not the fixed averages)."""
+    seen, simulate = {}, bench.simulate
+
+    def fake_simulate(scenario, requests, policy, config):
+        seen.update(engine=scenario.engine_name, requests=requests, policy=policy, config=config)
+        return simulate(scenario, requests, policy, config)
+
+    monkeypatch.setattr(bench, "simulate", fake_simulate)
+    row = {"engine": "vllm-v0-multistep", "hardware": "a100", "model": "llama-3.1-8b", "tp": 1, "dataset": "sharegpt",
+           "prompt_tokens": 202, "output_tokens": 179, "load": "all-at-once", "num_prompts": 40,
+           "deployment": {"max_num_seqs": 8, "source": "test"}}
+    values, engine = bench.predict_serve_metrics(row)
+    config, requests = seen["config"], seen["requests"]
+    assert engine == seen["engine"] == "vllm-v0-multistep" and seen["policy"] == "off"
+    assert (config.multi_step, config.async_output, config.step_policy, config.max_num_seqs) == (10, True,
+                                                                                                 "prefill-first", 8)
+    assert (requests.arrival_s == 0).all() and requests.count == 40
+    assert len(set(requests.output_tokens.tolist())) > 10  # drawn, not the fixed 179
+    assert values["requests_per_s"] > 0

@@ -184,7 +184,9 @@ def add_serve_arguments(p: argparse.ArgumentParser) -> None:
                                                            "comma-separated")
     p.add_argument("--requests", type=int, default=None, help=f"requests per run (default {DEFAULT_SERVE_REQUESTS})")
     p.add_argument("--prompt-tokens", default=None, help="prompt lengths: 1024 or fixed:1024, uniform:LO:HI, "
-                                                         "lognormal:MEDIAN:SIGMA[:MAX], or a dataset: sonnet "
+                                                         "lognormal:MEDIAN:SIGMA[:MAX], "
+                                                         "trunc-lognormal:MEDIAN:SIGMA:MIN:MAX, or a dataset: sonnet, "
+                                                         "sharegpt "
                                                          f"(default {DEFAULT_PROMPT_TOKENS})")
     p.add_argument("--output-tokens", default=None, help=f"output lengths, same forms (default {DEFAULT_OUTPUT_TOKENS})")
     p.add_argument("--arrivals", default="poisson", choices=["poisson", "gamma"])

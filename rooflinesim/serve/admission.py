@@ -1,6 +1,6 @@
 """Scheduling decisions of the serving loop that depend on an engine profile or an on-demand draft model
-(serve/engine.py): how many KV blocks a no-evict admission reserves, whether prefill-first has a prompt to run, and
-whether an idle draft model should catch up to speculate again."""
+(serve/engine.py): how many KV blocks a no-evict admission reserves, whether prefill-first has a prompt to run,
+whether an idle draft model should catch up to speculate again, and where a multi-step window stands."""
 
 from __future__ import annotations
 
@@ -33,3 +33,11 @@ def _admissible(rid: int, target, prompt, output, generated, budget: int, block_
     need = (_whole_request_blocks(rid, prompt, output, generated, block_size, max_k) if no_evict
             else -(-int(min(target[rid], budget)) // block_size))
     return need <= free_blocks
+
+
+def get_window_left(window_left: int, steps: int, multi_step: int) -> int:
+    """Decode steps left in the multi-step window after `steps` more decode steps: a decode step taken with no
+    window open starts one of `multi_step` steps (multi_step 1: never a window)."""
+    if steps <= window_left:
+        return window_left - steps
+    return (-(steps - window_left)) % multi_step

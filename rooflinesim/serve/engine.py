@@ -11,6 +11,10 @@ continuous-batching scheduler (its configuration, `ServeConfig`, is in config.py
   with k drafts, k is lowered until they do;
 - when the blocks run out the most recently admitted running request is preempted by recompute: its blocks are
   freed and it goes back to the front of the queue, to prefill its prompt and its output so far again;
+- with `multi_step` N (vLLM V0's --num-scheduler-steps) a decode step opens a window of N decode steps of the same
+  batch: nothing is prefilled or admitted until it closes; with `async_output` a step's tokens reach the client when
+  the next step ends (serve/output.py); with `frontend_s` a request reaches the scheduler that long after it is sent
+  (the API server's tokenization and hand-over), which its TTFT and latency count;
 - the KV capacity is what `Scenario.get_memory_fit` leaves: memory - weights (target, and a deployed draft model's)
   - the activations of the largest decode step, divided by the KV bytes per token (target + draft).
 
@@ -31,8 +35,9 @@ from ..errors import InputError
 from .config import ServeConfig
 from .metrics import ServeResult
 from .decode_run import DecodeRun, TreeSampler, plan_decode_run, sample_accepted
-from .admission import _admissible, _speculation_pays_catch_up, _whole_request_blocks
+from .admission import _admissible, _speculation_pays_catch_up, _whole_request_blocks, get_window_left
 from .policies import Policy, parse_policy
+from .output import StreamedOutput
 from .pricing import StepPricer
 from .workload import Requests
 
@@ -173,13 +178,16 @@ def simulate(scenario: Scenario, requests: Requests, policy: Policy | str, confi
     budget_total, max_seqs = config.max_num_batched_tokens, config.max_num_seqs
     membership_changed = True
     prefill_first, no_evict = config.step_policy == "prefill-first", config.admission == "no-evict"
+    window_left = 0  # decode steps left in the current multi-step window (no prefill, no admission until it ends)
+    streamed = StreamedOutput(first_token_s, finish_s, config.async_output and policy.max_k == 0)
+    frontend_s = config.frontend_s  # a request reaches the scheduler this long after it is sent (TTFT counts it)
 
     while next_arrival < n or running or waiting:
-        while next_arrival < n and arrival[next_arrival] <= now:
+        while next_arrival < n and arrival[next_arrival] + frontend_s <= now:
             waiting.append(next_arrival)
             next_arrival += 1
         if not running and not waiting:
-            now = float(arrival[next_arrival])
+            now = float(arrival[next_arrival]) + frontend_s
             continue
         if membership_changed:  # the running set or a phase changed since the last step
             run = np.asarray(running, dtype=np.int64)
@@ -190,11 +198,13 @@ def simulate(scenario: Scenario, requests: Requests, policy: Policy | str, confi
         if all_dec.size and not all_pre.size and not waiting and policy.plannable and not catching_up:
             remaining = output[all_dec] - generated[all_dec]  # fast path: a run of decodes
             plan = plan_decode_run(computed[all_dec], remaining, blocks[all_dec], free_blocks, now,
-                                   float(arrival[next_arrival]) if next_arrival < n else np.inf,
+                                   float(arrival[next_arrival]) + frontend_s if next_arrival < n else np.inf,
                                    policy, pricer, rng, rates, bs, budget_total)
             if plan is not None:
+                streamed.step_runs(now, float(plan.ends_s[0]))
                 now, free_blocks, committed = _apply_decode_run(plan, all_dec, now, free_blocks, total_blocks, computed,
                                                                 generated, blocks, last_emit_s, itl_chunks, trace_rows)
+                window_left = get_window_left(window_left, plan.steps, config.multi_step)
                 if on_demand:
                     speculating = plan.k > 0
                     if plan.k == 0:  # the idle draft did not follow these tokens
@@ -204,7 +214,7 @@ def simulate(scenario: Scenario, requests: Requests, policy: Policy | str, confi
                     policy.prefill_per_decode = recent_prefill_s / recent_decode_s
                 finished = all_dec[committed >= remaining]  # only at the run's last step
                 if finished.size:
-                    finish_s[finished] = now
+                    streamed.produced(finished[:0], finished, now)
                     if closed:
                         released = _release(arrival, released, finished.size, now)
                     free_blocks += int(blocks[finished].sum())
@@ -214,7 +224,10 @@ def simulate(scenario: Scenario, requests: Requests, policy: Policy | str, confi
                     membership_changed = True
                 continue
         dec, pre = all_dec, all_pre
-        if prefill_first and dec.size and (pre.size or (waiting and len(running) < max_seqs and _admissible(
+        in_window = window_left > 0 and bool(dec.size)
+        if in_window:  # inside a multi-step window only the batch's decodes run
+            pre = pre[:0]
+        elif prefill_first and dec.size and (pre.size or (waiting and len(running) < max_seqs and _admissible(
                 waiting[0], target, prompt, output, generated, budget_total, bs, free_blocks, no_evict, policy.max_k))):
             dec = dec[:0]  # prompts to prefill run alone: the decodes wait for the next step
         k, decode_context = 0, 0.0
@@ -259,13 +272,17 @@ def simulate(scenario: Scenario, requests: Requests, policy: Policy | str, confi
             dec, pre_mask = dec[dec != victim], pre != victim
             pre, chunk = pre[pre_mask], chunk[pre_mask]
             budget = budget_total - dec.size * (k + 1) - int(np.add.reduce(chunk))
+        if in_window and not dec.size:  # the window's whole batch was preempted: the window ends
+            window_left = 0
+            continue
         blocks[dec] += grow_dec
         if pre.size:
             blocks[pre] += grow_pre
         free_blocks -= grown
         # admit waiting requests (FCFS) into what is left of the budget and the blocks
         admitted, admitted_chunks = [], []
-        while waiting and budget > 0 and len(running) < max_seqs and not preempted:  # (vLLM: none after a preemption)
+        while waiting and budget > 0 and len(running) < max_seqs and not preempted and not in_window:
+            # (vLLM admits none after a preemption, nor inside a multi-step window)
             rid = waiting[0]
             c = int(min(target[rid], budget))
             need = -(-c // bs)
@@ -288,7 +305,7 @@ def simulate(scenario: Scenario, requests: Requests, policy: Policy | str, confi
         if not dec.size and not pre.size:  # nothing fits yet (all blocks held by queued work): wait for an arrival
             if next_arrival >= n:
                 raise InputError("the scheduler cannot make progress: the KV cache is too small for one request")
-            now = float(arrival[next_arrival])
+            now = float(arrival[next_arrival]) + frontend_s
             continue
         if dec.size and preempted:
             decode_context = float(np.add.reduce(computed[dec])) / dec.size
@@ -308,6 +325,8 @@ def simulate(scenario: Scenario, requests: Requests, policy: Policy | str, confi
                 step_s += catch_up_s
                 draft_missing[dec] = 0
         end = now + step_s
+        streamed.step_runs(now, end)
+        fresh = pre[:0]
         # prefill chunks: the ones that complete their prompt emit a token
         leaving = []  # requests that finish this step
         if pre.size:
@@ -317,7 +336,6 @@ def simulate(scenario: Scenario, requests: Requests, policy: Policy | str, confi
                 membership_changed = True
                 prefilling[done] = False
                 fresh = done[np.isnan(first_token_s[done])]
-                first_token_s[fresh] = end
                 generated[done] += 1
                 last_emit_s[done] = end
                 leaving.append(done[generated[done] >= output[done]])
@@ -336,12 +354,14 @@ def simulate(scenario: Scenario, requests: Requests, policy: Policy | str, confi
             itl_chunks.append(end - last_emit_s[dec])
             last_emit_s[dec] = end
             leaving.append(dec[dec_generated >= dec_output])
+            window_left = get_window_left(window_left, 1, config.multi_step)
         # finished requests leave and free their blocks
         finished = np.concatenate(leaving) if len(leaving) > 1 else leaving[0] if leaving else pre[:0]
         used_blocks = total_blocks - free_blocks  # during the step, before finished requests free theirs
         if finished.size:
             membership_changed = True
-            finish_s[finished] = end
+        streamed.produced(fresh, finished, end)
+        if finished.size:
             if closed:
                 released = _release(arrival, released, finished.size, end)
             free_blocks += int(np.add.reduce(blocks[finished]))
@@ -362,6 +382,7 @@ def simulate(scenario: Scenario, requests: Requests, policy: Policy | str, confi
                 draft_missing[dec] += emitted
         now = end
 
+    streamed.flush()
     itl = np.concatenate(itl_chunks) if itl_chunks else np.zeros(0)
     timeline = np.fromiter(chain.from_iterable(trace_rows), dtype=float, count=7 * len(trace_rows)).reshape(-1, 7)
     if closed:
@@ -379,4 +400,4 @@ def get_policy_k_bound(scenario: Scenario) -> int | None:
     return None if acceptance is None or acceptance.per_position is None else len(acceptance.per_position)
 
 
-__all__ = ["simulate", "get_kv_capacity_blocks", "get_policy_k_bound"]
+__all__ = ["simulate", "get_kv_capacity_blocks", "get_policy_k_bound", "get_window_left"]

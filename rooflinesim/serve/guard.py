@@ -59,7 +59,7 @@ def get_mean_tokens(dist) -> float:
     """The mean of a workload.LengthDistribution (lognormal: median x exp(sigma^2 / 2), at most its cap)."""
     if dist.kind == "uniform":
         return (dist.low + dist.high) / 2
-    if dist.kind == "lognormal":
+    if dist.kind in ("lognormal", "trunc-lognormal"):  # (truncated: the untruncated mean)
         return min(dist.low * math.exp(min(dist.sigma ** 2 / 2, 700.0)), dist.high)
     return float(dist.low)
 

@@ -60,11 +60,19 @@ def check_cv(cv, what: str = "--cv") -> float:
     if not ok:
         raise InputError(f"{what} (the CV of Gamma inter-arrival gaps) must be between {lo:g} and {hi:g}, got {cv!r}")
     return float(cv)
+TRUNCATED = "trunc-lognormal"
+TRUNCATED_ROUNDS = 64
 #: benchmark datasets by name: (prompt form, output form), each a form LengthDistribution.parse reads
 NAMED_LENGTHS = {
     # vLLM's benchmark_serving.py sonnet dataset defaults: --sonnet-input-len 550, --sonnet-output-len 150 (the
     # prompt is built from lines of a sonnet up to ~550 tokens; the output is capped at 150 with ignore_eos)
     "sonnet": ("550", "150"),
+    # ShareGPT as vLLM's benchmark_serving.py and SGLang's bench_serving.py sample it (prompt = the first human turn,
+    # output = the first gpt turn; requests with prompt or output < 4 or prompt > 1024 tokens skipped). Lognormals
+    # truncated to [4, 1024] with: means 202 / 179 tokens (vLLM v0.6.0 blog); a median output of 116 tokens (derived
+    # from the SGLang v0.3 vs vLLM v0.6 README's online rows); the prompt's sigma 1.0 assumed; the output's cap of
+    # 1024 fitted on two throughput rows. Sources and derivation: docs/serving.md "Length distributions"
+    "sharegpt": ("trunc-lognormal:143:1.0:4:1024", "trunc-lognormal:119:1.07:4:1024"),
 }
 
 
@@ -83,12 +91,15 @@ class Requests:
 
 @dataclass(frozen=True)
 class LengthDistribution:
-    """fixed (low = high), uniform integers in [low, high], or lognormal(median, sigma) clipped to [1, high]."""
+    """fixed (low = high), uniform integers in [low, high], lognormal(median = low, sigma) clipped to [1, high], or
+    truncated lognormal(median = low, sigma) with draws outside [floor, high] drawn again (as a benchmark script
+    skips the requests outside its length filter)."""
 
     kind: str
     low: float
     high: float
     sigma: float = 0.0
+    floor: int = 1
 
     @classmethod
     def parse(cls, text, what: str) -> "LengthDistribution":
@@ -109,6 +120,8 @@ class LengthDistribution:
             elif parts[0] == "lognormal" and len(parts) in (3, 4):
                 cap = int(parts[3]) if len(parts) == 4 else MAX_REQUEST_TOKENS
                 dist = cls("lognormal", float(parts[1]), cap, float(parts[2]))
+            elif parts[0] == TRUNCATED and len(parts) == 5:
+                dist = cls(TRUNCATED, float(parts[1]), int(parts[4]), float(parts[2]), int(parts[3]))
             else:
                 raise ValueError
         except ValueError:
@@ -118,10 +131,12 @@ class LengthDistribution:
             if close:
                 raise InputError(f"{what} {text!r}: unknown dataset; did you mean {close[0]}?") from None
             raise InputError(f"{what} {text!r}: use a token count (512 or fixed:512), uniform:LOW:HIGH, "
-                             f"lognormal:MEDIAN:SIGMA[:MAX] or a dataset ({', '.join(NAMED_LENGTHS)})") from None
-        if not (1 <= dist.low <= dist.high <= MAX_REQUEST_TOKENS) or not 0 <= dist.sigma <= MAX_LOGNORMAL_SIGMA:
-            raise InputError(f"{what} {text!r}: lengths must satisfy 1 <= low <= high <= {MAX_REQUEST_TOKENS:,} and "
-                             f"0 <= sigma <= {MAX_LOGNORMAL_SIGMA:g}")
+                             f"lognormal:MEDIAN:SIGMA[:MAX], {TRUNCATED}:MEDIAN:SIGMA:MIN:MAX or a dataset "
+                             f"({', '.join(NAMED_LENGTHS)})") from None
+        if not (1 <= dist.floor <= dist.low <= dist.high <= MAX_REQUEST_TOKENS) or \
+                not 0 <= dist.sigma <= MAX_LOGNORMAL_SIGMA:
+            raise InputError(f"{what} {text!r}: lengths must satisfy 1 <= low (or MIN <= median) <= high <= "
+                             f"{MAX_REQUEST_TOKENS:,} and 0 <= sigma <= {MAX_LOGNORMAL_SIGMA:g}")
         return dist
 
     @property
@@ -138,8 +153,25 @@ class LengthDistribution:
             return np.full(n, int(self.low), dtype=np.int64)
         if self.kind == "uniform":
             return rng.integers(int(self.low), int(self.high) + 1, size=n)
+        if self.kind == TRUNCATED:
+            return self._sample_truncated(rng, n)
         values = np.round(self.low * np.exp(self.sigma * rng.standard_normal(n)))
         return np.clip(values, 1, self.high).astype(np.int64)
+
+    def _sample_truncated(self, rng: np.random.Generator, n: int) -> np.ndarray:
+        """Draw, keep the lengths in [floor, high], draw again for the rest (a bounded number of rounds; the median
+        lies inside the window, so each round keeps a share of the draws; whatever is left after them is clipped)."""
+        kept, missing = [], n
+        for _ in range(TRUNCATED_ROUNDS):
+            if not missing:
+                break
+            values = np.round(self.low * np.exp(self.sigma * rng.standard_normal(2 * missing + 8)))
+            inside = values[(values >= self.floor) & (values <= self.high)][:missing]
+            kept.append(inside)
+            missing -= inside.size
+        if missing:
+            kept.append(np.full(missing, float(self.low)))
+        return np.concatenate(kept).astype(np.int64)
 
 
 def get_arrival_times_s(rng: np.random.Generator, n: int, rate_per_s: float, kind: str = "poisson",

@@ -60,6 +60,10 @@ class Host(SpecModel):
     constant_s: float = Field(default=0.0, ge=0)
     per_sequence_s: float = Field(default=0.0, ge=0)
     per_token_s: float = Field(default=0.0, ge=0)
+    frontend_s: float = Field(default=0.0, ge=0, le=60.0,
+                              description="per-request latency before the scheduler sees a request (the API server's "
+                                          "tokenization and hand-over to the engine process): serve adds it to "
+                                          "TTFT and latency, not to any step")
     overlap: bool = Field(default=False, description="an overlap scheduler runs the host work of iteration i + 1 "
                                                      "under the GPU work of iteration i: only the excess shows")
 
@@ -94,6 +98,9 @@ class Scheduling(SpecModel):
         default="evict", description="evict: admit while KV blocks are free, preempt when they run out; no-evict: "
                                      "admit only a request whose whole output fits (TensorRT-LLM "
                                      "GUARANTEED_NO_EVICT)")
+    async_output: bool = Field(default=False, description="an asynchronous output processor streams a step's tokens "
+                                                          "while the next step runs (vLLM V0 v0.6): they reach "
+                                                          "the client one step later")
     max_num_batched_tokens: int = Field(default=8192, ge=1, description="default token budget per step")
     max_num_seqs: int = Field(default=256, ge=1, description="default running sequences at most")
 
