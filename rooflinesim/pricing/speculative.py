@@ -124,6 +124,15 @@ def get_acceptance_rule_time_s(scenario: Scenario, timing: TimingModel, batch, k
     return np.where(np.asarray(k) > 0, time, 0.0)  # its per-call cost too: k = 0 runs no rule
 
 
+def uses_verify_batch_expansion(scenario: Scenario) -> bool:
+    """Whether the engine scores a chain's k + 1 tokens per sequence as k + 1 single-token sequences
+    (`speculative.verify_batch_expansion`: vLLM V0's BatchExpansionTop1Scorer, docs/engines.md); trees keep their
+    masked verify."""
+    engine = scenario.engine
+    return bool(engine is not None and not engine.is_ideal and isinstance(scenario.timing, EngineTiming)
+                and engine.speculative.verify_batch_expansion and scenario.tree is None)
+
+
 def get_engine_extras_s(scenario: Scenario, timing: TimingModel, batch, context_tokens, k) -> np.ndarray | float:
     """What the scenario's engine adds to a speculative iteration beyond its draft forwards and the verify (0 at
     k = 0 and under the ideal engine): the tree / verify / sampling / rejection kernels (`speculative.extra_kernels`)
@@ -221,7 +230,11 @@ def price_speculation(scenario: Scenario, batch=None, context_tokens=None, k=Non
         draft = total / np.maximum(k, 1)
     # an n-gram drafter drafts only for the sequences that find a match; the others verify their one token
     drafted = k * scenario.drafter.match_fraction if scenario.drafter.kind == "ngram" and tree is None else k
-    verify_step = get_workload_step(hw, scenario.model, w, drafted + 1, verify_timing, context_tokens, batch)
+    if uses_verify_batch_expansion(scenario):  # vLLM V0: each draft position becomes a sequence of its own
+        verify_step = get_workload_step(hw, scenario.model, w, 1, verify_timing, context_tokens,
+                                        batch * (drafted + 1))
+    else:
+        verify_step = get_workload_step(hw, scenario.model, w, drafted + 1, verify_timing, context_tokens, batch)
     verify = verify_step.step_time_s
     if tree is not None:
         verify = verify + get_tree_mask_time_s(scenario, verify_timing, batch, k + 1)

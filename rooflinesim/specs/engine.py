@@ -77,6 +77,10 @@ class Speculative(SpecModel):
                                                                 "takes the top-k over the head's vocabulary, "
                                                                 "whatever the temperature (three kernels over "
                                                                 "batch x width rows)")
+    verify_batch_expansion: bool = Field(default=False, description="the verify runs as a decode batch of "
+                                                                    "B x (1 + drafted) single-token sequences, each "
+                                                                    "attending over its own context (KV read once "
+                                                                    "per expanded row), inside the decode graphs")
     extra_kernels: float = Field(default=0.0, ge=0, description="tree building, verify, sampling and rejection "
                                                                 "kernels per iteration, at the launch cost of the "
                                                                 "verify's mode")
@@ -130,7 +134,8 @@ class EngineSpec(SpecModel):
         """Prices nothing beyond the bare kernels (and the hardware's own per-kernel overhead)."""
         return self.launch.use_hardware_overhead and not any((
             self.host.constant_s, self.host.per_sequence_s, self.host.per_token_s, self.speculative.draft_extend,
-            self.speculative.draft_softmax_topk, self.speculative.extra_kernels, self.speculative.per_iteration_s,
+            self.speculative.draft_softmax_topk, self.speculative.verify_batch_expansion,
+            self.speculative.extra_kernels, self.speculative.per_iteration_s,
             self.speculative.per_sequence_s))
 
     @property
