@@ -1,14 +1,17 @@
 """vLLM V0's batch-expansion verify (engines/vllm-v0.yaml `speculative.verify_batch_expansion`; docs/engines.md): with
 CUDA graphs on, V0 turns its MQA scorer off and scores a chain's k + 1 tokens per sequence as k + 1 single-token
 sequences (BatchExpansionTop1Scorer), each attending over its own context. Only the attention's KV reads grow with
-it; the weights are still read once per step."""
+it; the weights are still read once per step. Also V0's n-gram lookup, run one sequence at a time as eager torch
+ops on the host (`speculative.ngram_ops_per_sequence`)."""
 
 from __future__ import annotations
 
 import numpy as np
 import pytest
 
-from rooflinesim.pricing.speculative import _loop_timings, price_speculation, uses_verify_batch_expansion
+from rooflinesim.pricing.speculative import (
+    _loop_timings, get_ngram_proposer_s, price_speculation, uses_verify_batch_expansion,
+)
 from rooflinesim.scenario.builder import build_scenario
 from rooflinesim.specs.registry import list_engines
 from rooflinesim.step import get_workload_step
@@ -91,4 +94,38 @@ def test_ngram_misses_stay_one_row(fraction):
     expanded = float(np.asarray(get_workload_step(s.hardware, s.model, s.workload, 1, verify_timing, 2048,
                                                   rows).step_time_s).ravel()[0])
     verify = float(np.asarray(price_speculation(s, 8, 2048, np.asarray([4])).verify_step_time_s).ravel()[0])
+    verify -= float(get_ngram_proposer_s(s.engine, 8))  # the host-side lookup (tested below)
     assert verify == pytest.approx(expanded, rel=0.05) and verify >= expanded
+
+
+# --- vLLM V0's n-gram lookup, one sequence at a time on the host (`speculative.ngram_ops_per_sequence`) -----------
+
+
+def test_v0_ngram_lookup_costs_15_eager_ops_per_sequence(monkeypatch):
+    """Hand-computed: 8 sequences x 15 ops x 10 us (vllm-v0's kernel_s_eager) = 1.2 ms per iteration, on top of the
+    verify; nothing at k = 0, nothing for a drafter that is not an n-gram, nothing under another engine."""
+    import rooflinesim.pricing.speculative as speculative
+
+    def verify_s(scenario, k=4):
+        g = price_speculation(scenario, 8, 2048, np.asarray([k]))
+        return float(np.asarray(g.verify_step_time_s).ravel()[0])
+
+    s = build_scenario("h100", "llama-3.1-8b", 8, 2048, drafter="ngram", alpha=0.3, k_values=[0, 4],
+                       engine="vllm-v0", ngram_match_fraction=0.5)
+    assert s.engine.speculative.ngram_ops_per_sequence == 15 and s.engine.launch.kernel_s_eager == 1e-5
+    with_lookup = verify_s(s)
+    monkeypatch.setattr(speculative, "get_ngram_proposer_s", lambda engine, batch: 0.0)
+    without = verify_s(s)
+    monkeypatch.undo()
+    assert with_lookup - without == pytest.approx(8 * 15 * 1e-5, rel=1e-9)
+    assert float(np.asarray(price_speculation(s, 8, 2048, np.asarray([0])).step_time_s).ravel()[0]) == \
+        pytest.approx(float(np.asarray(price_speculation(s, 8, 2048, np.asarray([0])).target_decode_time_s).ravel()[0]))
+    for engine in ENGINES:
+        if engine != "vllm-v0":
+            other = build_scenario("h100", "llama-3.1-8b", 8, 2048, drafter="ngram", alpha=0.3, k_values=[0, 4],
+                                   engine=engine, ngram_match_fraction=0.5)
+            assert not other.engine.speculative.ngram_ops_per_sequence
+    draft_model = _scenario()  # a draft model under vllm-v0: no lookup
+    with_draft = verify_s(draft_model)
+    monkeypatch.setattr(speculative, "get_ngram_proposer_s", lambda engine, batch: 1.0)
+    assert verify_s(draft_model) == with_draft

@@ -136,7 +136,7 @@ def uses_verify_batch_expansion(scenario: Scenario) -> bool:
 def get_engine_extras_s(scenario: Scenario, timing: TimingModel, batch, context_tokens, k) -> np.ndarray | float:
     """What the scenario's engine adds to a speculative iteration beyond its draft forwards and the verify (0 at
     k = 0 and under the ideal engine): the tree / verify / sampling / rejection kernels (`speculative.extra_kernels`)
-    at the verify's launch cost. The draft-extend pass is one of the draft forwards (`get_draft_extend_time_s`); the
+    at the verify's launch cost, and a host-side n-gram lookup (`get_ngram_proposer_s`). The draft-extend pass is one of the draft forwards (`get_draft_extend_time_s`); the
     host part (proposer / scorer sync, accepting tokens, the overlap scheduler switched off) is priced on the verify
     step itself (`timing.engine`)."""
     engine = scenario.engine
@@ -146,7 +146,16 @@ def get_engine_extras_s(scenario: Scenario, timing: TimingModel, batch, context_
     extra = np.asarray(0.0)
     if spec.extra_kernels:
         extra = extra + timing.get_launch_s(spec.extra_kernels, batch, kk + 1)
+    if spec.ngram_ops_per_sequence and scenario.drafter.kind == "ngram":
+        extra = extra + get_ngram_proposer_s(engine, batch)
     return np.where(kk > 0, extra, 0.0)
+
+
+def get_ngram_proposer_s(engine, batch) -> np.ndarray:
+    """An engine's n-gram lookup when it runs one sequence at a time as eager torch ops on the host (vLLM V0's
+    NGramWorker): `speculative.ngram_ops_per_sequence` ops for every sequence of the batch, matched or not, each at
+    the engine's eager op cost, with the GPU idle (each n-gram size tried ends in a blocking `.item()`)."""
+    return engine.speculative.ngram_ops_per_sequence * np.asarray(batch, dtype=float) * engine.launch.kernel_s_eager
 
 
 def _scaled_families(families: dict, scale) -> dict:

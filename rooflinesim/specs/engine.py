@@ -81,6 +81,9 @@ class Speculative(SpecModel):
                                                                     "B x (1 + drafted) single-token sequences, each "
                                                                     "attending over its own context (KV read once "
                                                                     "per expanded row), inside the decode graphs")
+    ngram_ops_per_sequence: float = Field(default=0.0, ge=0, description="torch ops an n-gram proposer runs one "
+                                                                         "sequence at a time on the host, each at "
+                                                                         "launch.kernel_s_eager (0: batched or free)")
     extra_kernels: float = Field(default=0.0, ge=0, description="tree building, verify, sampling and rejection "
                                                                 "kernels per iteration, at the launch cost of the "
                                                                 "verify's mode")
@@ -135,7 +138,7 @@ class EngineSpec(SpecModel):
         return self.launch.use_hardware_overhead and not any((
             self.host.constant_s, self.host.per_sequence_s, self.host.per_token_s, self.speculative.draft_extend,
             self.speculative.draft_softmax_topk, self.speculative.verify_batch_expansion,
-            self.speculative.extra_kernels, self.speculative.per_iteration_s,
+            self.speculative.ngram_ops_per_sequence, self.speculative.extra_kernels, self.speculative.per_iteration_s,
             self.speculative.per_sequence_s))
 
     @property
