@@ -24,7 +24,7 @@ from dataclasses import dataclass, replace
 import numpy as np
 
 from ..specs.model import ModelSpec
-from .op_cost import OpCost, make_op
+from .op_cost import FLOPS_PER_SCORE_SOFTMAX, OpCost, make_op
 from .sections import (
     OpContext, allreduce_ops, attention_ops_gqa, attention_ops_mla, dense_mlp_ops, embedding_ops, get_local_width,
     lm_head_ops, moe_mlp_ops,
@@ -146,6 +146,34 @@ def get_head_ops(kind: str, target: ModelSpec, workload: Workload, batch, contex
     return _layer_ops(c), embedding_ops(c) + project + lm_head_ops(c)
 
 
+#: bytes per element of the logits a draft selection upcasts to before its softmax and top-k (SGLang's
+#: LogitsProcessor returns `logits[:, : vocab_size].float()`)
+DRAFT_SELECT_LOGIT_BYTES = 4
+
+
+def get_head_vocab_size(kind: str, target: ModelSpec, head: HeadConfig | None = None) -> int:
+    """The vocabulary a head's logits cover: EAGLE-3's own draft vocabulary, else the target's (EAGLE-1/2 and MTP
+    share its lm_head; each Medusa head projects onto it)."""
+    return get_eagle3_model(target, head).vocab_size if kind == "eagle3" else target.vocab_size
+
+
+def get_draft_select_ops(rows, vocab: int, logit_bytes: float) -> list[OpCost]:
+    """How an EAGLE worker picks its draft tokens from one draft forward's logits (`rows` = sequences x tree width,
+    one logit row each), whatever the temperature: the logits upcast to fp32 (read `logit_bytes`, write 4 per
+    element), a softmax over them (read 4, write 4: FLOPS_PER_SCORE_SOFTMAX per element) and the top-k (read 4; its
+    k indices and probabilities are negligible). Three kernels, as SGLang runs them (`LogitsProcessor._get_logits`
+    `.float()`, `torch.softmax`, `fast_topk` in eagle_worker.py)."""
+    elements = np.asarray(rows, dtype=float) * vocab
+    f32 = DRAFT_SELECT_LOGIT_BYTES
+    return [
+        make_op("draft_logits_upcast", "elementwise", 1, elements, 0.0, logit_bytes * elements, f32 * elements,
+                m=rows, vocab=vocab),
+        make_op("draft_softmax", "elementwise", 1, FLOPS_PER_SCORE_SOFTMAX * elements, 0.0, f32 * elements,
+                f32 * elements, m=rows, vocab=vocab),
+        make_op("draft_topk", "elementwise", 1, elements, 0.0, f32 * elements, 0.0, m=rows, vocab=vocab),
+    ]
+
+
 def get_head_weight_bytes(kind: str, target: ModelSpec, workload: Workload, k: int = 1,
                           head: HeadConfig | None = None) -> float:
     """Weights a head adds on one device beyond the target's (EAGLE and MTP share the embedding and lm_head, EAGLE-3
@@ -162,5 +190,5 @@ def get_head_weight_bytes(kind: str, target: ModelSpec, workload: Workload, k: i
     return float(modules * sum(np.max(op.weight_bytes) for op in layer + own))
 
 
-__all__ = ["HEAD_KINDS", "HEAD_SOURCES", "HeadConfig", "EAGLE3_DRAFT_VOCAB_SIZE", "get_eagle3_model", "get_head_ops",
-           "get_head_weight_bytes"]
+__all__ = ["HEAD_KINDS", "HEAD_SOURCES", "HeadConfig", "DRAFT_SELECT_LOGIT_BYTES", "EAGLE3_DRAFT_VOCAB_SIZE",
+           "get_draft_select_ops", "get_eagle3_model", "get_head_ops", "get_head_vocab_size", "get_head_weight_bytes"]

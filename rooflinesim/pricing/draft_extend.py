@@ -6,12 +6,13 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..ops.draft_heads import get_head_ops
+from ..ops.draft_heads import get_draft_select_ops, get_head_ops, get_head_vocab_size
 from ..ops.sections import get_sampler_ops
 from ..scenario.builder import Scenario
 from ..step import get_ops_time_s
 from ..timing import TimingModel
 from ..timing.engine import EngineTiming
+from ..units import get_dtype_bytes
 
 
 def get_head_forward_time_s(scenario: Scenario, timing: TimingModel, batch, context_tokens, first_step: bool,
@@ -24,8 +25,11 @@ def get_head_forward_time_s(scenario: Scenario, timing: TimingModel, batch, cont
     w = scenario.workload
     layer, rest = get_head_ops(kind, scenario.model, w, batch, context_tokens, drafter.head_config, first_step,
                                new_tokens)
-    if w.sampling:  # the head's draft token is sampled from its logits like a model's
-        rest = rest + get_sampler_ops(scenario.model, batch)
+    vocab = get_head_vocab_size(kind, scenario.model, drafter.head_config)
+    if uses_draft_softmax_topk(scenario):  # the engine's own selection over the head's logits, at any temperature
+        rest = rest + get_draft_select_ops(batch, vocab, get_dtype_bytes(w.activation_dtype))
+    elif w.sampling:  # the head's draft token is sampled from its logits (its own vocabulary) like a model's
+        rest = rest + get_sampler_ops(scenario.model.model_copy(update={"vocab_size": vocab}), batch)
     hw, dtype = scenario.hardware, w.activation_dtype
     graph_batch = batch if launch_batch is None else launch_batch
     layer_time = get_ops_time_s(hw, layer, dtype, timing, 1, graph_batch) if layer else 0.0
@@ -45,6 +49,14 @@ def uses_draft_extend(scenario: Scenario) -> bool:
                 and engine.speculative.draft_extend and scenario.drafter.kind in DRAFT_EXTEND_KINDS)
 
 
+def uses_draft_softmax_topk(scenario: Scenario) -> bool:
+    """Whether the scenario's engine picks an EAGLE-style head's draft tokens with its own fp32 softmax and top-k on
+    every draft forward (`speculative.draft_softmax_topk`; SGLang's eagle_worker.py), in place of the sampler."""
+    engine = scenario.engine
+    return bool(engine is not None and not engine.is_ideal and isinstance(scenario.timing, EngineTiming)
+                and engine.speculative.draft_softmax_topk and scenario.drafter.kind in DRAFT_EXTEND_KINDS)
+
+
 def get_draft_extend_time_s(scenario: Scenario, timing: TimingModel, batch, context_tokens,
                             verified_tokens) -> np.ndarray:
     """An engine's draft-extend pass: one head forward over the `verified_tokens` rows per sequence the verify just
@@ -61,4 +73,5 @@ def get_draft_extend_time_s(scenario: Scenario, timing: TimingModel, batch, cont
     return get_head_forward_time_s(scenario, timing, batch, context_tokens, True, verified_tokens, launch_batch=batch)
 
 
-__all__ = ["DRAFT_EXTEND_KINDS", "get_draft_extend_time_s", "get_head_forward_time_s", "uses_draft_extend"]
+__all__ = ["DRAFT_EXTEND_KINDS", "get_draft_extend_time_s", "get_head_forward_time_s", "uses_draft_extend",
+           "uses_draft_softmax_topk"]

@@ -126,10 +126,19 @@ def get_acceptance_rule_time_s(scenario: Scenario, timing: TimingModel, batch, k
     return np.where(np.asarray(k) > 0, time, 0.0)  # its per-call cost too: k = 0 runs no rule
 
 
+def uses_verify_batch_expansion(scenario: Scenario) -> bool:
+    """Whether the engine scores a chain's k + 1 tokens per sequence as k + 1 single-token sequences
+    (`speculative.verify_batch_expansion`: vLLM V0's BatchExpansionTop1Scorer, docs/engines.md); trees keep their
+    masked verify."""
+    engine = scenario.engine
+    return bool(engine is not None and not engine.is_ideal and isinstance(scenario.timing, EngineTiming)
+                and engine.speculative.verify_batch_expansion and scenario.tree is None)
+
+
 def get_engine_extras_s(scenario: Scenario, timing: TimingModel, batch, context_tokens, k) -> np.ndarray | float:
     """What the scenario's engine adds to a speculative iteration beyond its draft forwards and the verify (0 at
     k = 0 and under the ideal engine): the tree / verify / sampling / rejection kernels (`speculative.extra_kernels`)
-    at the verify's launch cost. The draft-extend pass is one of the draft forwards (`get_draft_extend_time_s`); the
+    at the verify's launch cost, and a host-side n-gram lookup (`get_ngram_proposer_s`). The draft-extend pass is one of the draft forwards (`get_draft_extend_time_s`); the
     host part (proposer / scorer sync, accepting tokens, the overlap scheduler switched off) is priced on the verify
     step itself (`timing.engine`)."""
     engine = scenario.engine
@@ -139,7 +148,16 @@ def get_engine_extras_s(scenario: Scenario, timing: TimingModel, batch, context_
     extra = np.asarray(0.0)
     if spec.extra_kernels:
         extra = extra + timing.get_launch_s(spec.extra_kernels, batch, kk + 1)
+    if spec.ngram_ops_per_sequence and scenario.drafter.kind == "ngram":
+        extra = extra + get_ngram_proposer_s(engine, batch)
     return np.where(kk > 0, extra, 0.0)
+
+
+def get_ngram_proposer_s(engine, batch) -> np.ndarray:
+    """An engine's n-gram lookup when it runs one sequence at a time as eager torch ops on the host (vLLM V0's
+    NGramWorker): `speculative.ngram_ops_per_sequence` ops for every sequence of the batch, matched or not, each at
+    the engine's eager op cost, with the GPU idle (each n-gram size tried ends in a blocking `.item()`)."""
+    return engine.speculative.ngram_ops_per_sequence * np.asarray(batch, dtype=float) * engine.launch.kernel_s_eager
 
 
 def _scaled_families(families: dict, scale) -> dict:
@@ -244,7 +262,11 @@ def _price_loop(scenario: Scenario, batch, context_tokens, k) -> _LoopTimes:
         draft = total / np.maximum(k, 1)
     # an n-gram drafter drafts only for the sequences that find a match; the others verify their one token
     drafted = k * scenario.drafter.match_fraction if scenario.drafter.kind == "ngram" and tree is None else k
-    verify_step = get_step_cost(hw, scenario.model, w, drafted + 1, verify_timing, context_tokens, batch)
+    if uses_verify_batch_expansion(scenario):  # vLLM V0: each draft position becomes a sequence of its own
+        verify_step = get_step_cost(hw, scenario.model, w, 1, verify_timing, context_tokens,
+                                        batch * (drafted + 1))
+    else:
+        verify_step = get_step_cost(hw, scenario.model, w, drafted + 1, verify_timing, context_tokens, batch)
     verify = verify_step.step_time_s
     if tree is not None:
         verify = verify + get_tree_mask_time_s(scenario, verify_timing, batch, k + 1)

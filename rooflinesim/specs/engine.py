@@ -76,6 +76,18 @@ class Speculative(SpecModel):
                                                                       "speculating")
     draft_extend: bool = Field(default=False, description="an EAGLE-style head runs one more pass over the accepted "
                                                           "tokens (k + 1 rows per sequence) to refresh its features")
+    draft_softmax_topk: bool = Field(default=False, description="every draft forward of an EAGLE-style head "
+                                                                "upcasts its logits to fp32, soft-maxes them and "
+                                                                "takes the top-k over the head's vocabulary, "
+                                                                "whatever the temperature (three kernels over "
+                                                                "batch x width rows)")
+    verify_batch_expansion: bool = Field(default=False, description="the verify runs as a decode batch of "
+                                                                    "B x (1 + drafted) single-token sequences, each "
+                                                                    "attending over its own context (KV read once "
+                                                                    "per expanded row), inside the decode graphs")
+    ngram_ops_per_sequence: float = Field(default=0.0, ge=0, description="torch ops an n-gram proposer runs one "
+                                                                         "sequence at a time on the host, each at "
+                                                                         "launch.kernel_s_eager (0: batched or free)")
     extra_kernels: float = Field(default=0.0, ge=0, description="tree building, verify, sampling and rejection "
                                                                 "kernels per iteration, at the launch cost of the "
                                                                 "verify's mode")
@@ -132,7 +144,9 @@ class EngineSpec(SpecModel):
         """Prices nothing beyond the bare kernels (and the hardware's own per-kernel overhead)."""
         return self.launch.use_hardware_overhead and not any((
             self.host.constant_s, self.host.per_sequence_s, self.host.per_token_s, self.speculative.draft_extend,
-            self.speculative.extra_kernels, self.speculative.per_iteration_s, self.speculative.per_sequence_s))
+            self.speculative.draft_softmax_topk, self.speculative.verify_batch_expansion,
+            self.speculative.ngram_ops_per_sequence, self.speculative.extra_kernels, self.speculative.per_iteration_s,
+            self.speculative.per_sequence_s))
 
     @property
     def short_name(self) -> str:
