@@ -14,7 +14,7 @@ from rooflinesim.ops.op_cost import OpCost, make_op
 from rooflinesim.ops.step_ops import get_step_ops
 from rooflinesim.pricing import speculative
 from rooflinesim.pricing.break_even import get_best_k_index
-from rooflinesim.pricing.predict import StepSummary, get_op_rows
+from rooflinesim.pricing.predict import StepSummary, get_op_rows, predict_scenario
 from rooflinesim.pricing.sensitivity import get_alpha_sensitivity
 from rooflinesim.pricing.speculative import price_speculation
 from rooflinesim.scenario.builder import build_scenario
@@ -127,3 +127,56 @@ def test_predict_summarises_the_loops_decode_as_its_own(options):
     assert prediction.ops == get_op_rows(alone)
     speculative._LAST_LOOP[0] = None
     assert rooflinesim.predict(hw, model, 2, 512, **options, **draft).to_dict() == prediction.to_dict()
+
+
+def _fresh_steps(scenario):
+    """The prefill and decode of a point priced from scratch, as `predict` priced them before it reused the build's."""
+    hw, model, w, timing = scenario.hardware, scenario.model, scenario.workload, scenario.timing
+    s = w.context_tokens
+    prefill = get_step_cost(hw, model, w, max(s, 1), timing, context_tokens=0, logits_for_all_tokens=False)
+    return prefill, get_step_cost(hw, model, w, 1, timing)
+
+
+@pytest.mark.parametrize("hw, model, batch, context, options", [
+    ("h100", "llama-3.1-8b", 8, 4096, {"speculative": False}),
+    ("h100", "llama-3.1-70b", 16, 8192, {"speculative": False, "tp": 4, "sampling": True}),
+    ("h100", "mixtral-8x7b", 4, 2048, {"speculative": False, "weight_dtype": "int4"}),
+    ("h100", "llama-3.1-8b", 8, 4096, {}),
+    ("h100", "llama-3.1-8b", 2, 0, {"drafter": "eagle", "k": 3}),
+    ("cpu-generic", "tiny-llama-123m", 2, 512, {"speculative": False, "calibration": str(PROFILE)}),
+    ("cpu-generic", "tiny-llama-123m", 2, 512, {"calibration": str(PROFILE), "draft": "tiny-draft-2l"}),
+])
+def test_predict_reuses_the_steps_the_build_checked(hw, model, batch, context, options):
+    """The build prices a point's largest prefill and verify to refuse non-finite prices; `predict` summarises those
+    very steps as its prefill and (without speculation) its decode: the numbers of steps priced afresh."""
+    prediction = rooflinesim.predict(hw, model, batch, context, **options)
+    scenario = prediction.scenario
+    checked_prefill, checked_verify = scenario.get_largest_steps()
+    assert scenario.get_largest_steps()[0] is checked_prefill  # priced once, kept by the resolved scenario
+    prefill, decode = _fresh_steps(scenario)
+    band = get_datasheet_band(scenario.hardware) if decode.sigmas is None else None
+    s = scenario.workload.context_tokens
+    assert prediction.prefill == StepSummary.from_step(prefill, max(s, 1), 0, band)
+    assert prediction.decode == StepSummary.from_step(decode, 1, s, band)
+    assert prediction.ops == get_op_rows(decode)
+    # the build's warnings read the largest verify's ops: those get_step_ops builds for k_max + 1 tokens
+    q = int(scenario.k_values.max()) + 1
+    ops = get_step_ops(scenario.model, scenario.workload, q, batch=batch, context_tokens=context)
+    assert [op.name for op in checked_verify.ops] == [op.name for op in ops]
+    for fast, plain in zip(checked_verify.ops, ops):
+        for field in ("flops", "weight_bytes", "act_read_bytes", "act_write_bytes", "kv_read_bytes",
+                      "kv_write_bytes", "comm_bytes"):
+            assert _same(getattr(fast, field), getattr(plain, field)), (fast.name, field)
+
+
+def test_a_point_of_a_grid_prices_its_own_steps():
+    """`Scenario.at` starts without the grid's checked steps (those are the grid's largest, not the point's)."""
+    grid = build_scenario("h100", "llama-3.1-8b", [1, 8], [512, 4096], speculative=False)
+    largest_prefill, largest_verify = grid.get_largest_steps()
+    point = grid.at(1, 512)
+    assert point.get_largest_steps()[0] is not largest_prefill
+    prediction = predict_scenario(point)
+    prefill, decode = _fresh_steps(point)
+    band = get_datasheet_band(point.hardware)
+    assert prediction.prefill == StepSummary.from_step(prefill, 512, 0, band)
+    assert prediction.decode == StepSummary.from_step(decode, 1, 512, band)

@@ -262,11 +262,16 @@ def predict_scenario(scenario: Scenario) -> Prediction:
     hw_spec, model_spec, workload, timing = scenario.hardware, scenario.model, scenario.workload, scenario.timing
     s = workload.context_tokens
     speculation = analyse_speculation(scenario) if scenario.speculative else None
-    if speculation is not None and (workload.batch, s) == (scenario.batch[0], scenario.context_tokens[0]):
+    at_point = (workload.batch, s) == (scenario.batch[0], scenario.context_tokens[0])
+    # the steps the build priced to check them (`Scenario.get_largest_steps`) are this point's own: the same numbers
+    checked_prefill, checked_verify = scenario.get_largest_steps() if at_point else (None, None)
+    if speculation is not None and at_point:
         decode = get_loop_decode(scenario)  # the speculative loop's own decode step: the same numbers, priced once
+    elif at_point and int(scenario.k_values.max()) == 0:
+        decode = checked_verify  # a verify of one token on the point's context is its decode
     else:
         decode = get_step_cost(hw_spec, model_spec, workload, 1, timing)
-    prefill = get_step_cost(
+    prefill = checked_prefill if at_point else get_step_cost(
         hw_spec, model_spec, workload, max(s, 1), timing, context_tokens=0, logits_for_all_tokens=False
     )
     band = get_datasheet_band(hw_spec) if decode.sigmas is None else None  # a profile brings its own intervals

@@ -22,7 +22,7 @@ from ..specs.hardware import HardwareSpec
 from ..errors import InputError
 from ..specs.model import ModelSpec
 from ..specs.workload import Workload
-from ..step import MemoryFit, check_tensor_parallel, get_memory_fit
+from ..step import MemoryFit, StepCost, check_tensor_parallel, get_memory_fit, get_step_cost
 from ..timing import DatasheetTiming, TimingModel, get_timing_model
 from ..timing.quant_kernels import get_quant_kernel
 from ..timing.engine import with_engine
@@ -84,6 +84,26 @@ class Scenario:
     #: every input the user did not give and the value assumed for it, e.g. {"alpha": "0.8"}: printed on each
     #: output's "assumed:" line and as JSON `assumed`
     assumed: dict = field(default_factory=dict)
+    #: steps already priced for this scenario (`get_largest_steps`); not an input, so `replace` (e.g. `at`) starts an
+    #: empty one
+    _priced: dict = field(default_factory=dict, init=False, repr=False, compare=False)
+
+    def get_largest_steps(self) -> tuple[StepCost, StepCost]:
+        """The target's largest prefill and verify steps: the prompt of the largest context (context 0, the last
+        token's logits, as `predict` prices a prefill) and k_max + 1 tokens on the largest context, both at the
+        largest batch. The build checks and warns about these (`scenario.checks`); for a point they are `predict`'s
+        prefill and, without speculation (k_max = 0), its decode. Priced once per scenario."""
+        steps = self._priced.get("largest")
+        if steps is None:
+            b, s = int(self.batch.max()), int(self.context_tokens.max())
+            q = int(self.k_values.max()) + 1
+            hw, model, w, timing = self.hardware, self.model, self.workload, self.timing
+            with np.errstate(over="ignore", invalid="ignore"):  # a spec far off pricing to inf is refused by a check
+                prefill = get_step_cost(hw, model, w, max(s, 1), timing, context_tokens=0, batch=b,
+                                        logits_for_all_tokens=False)
+                verify = get_step_cost(hw, model, w, q, timing, context_tokens=s, batch=b)
+            steps = self._priced["largest"] = (prefill, verify)
+        return steps
 
     def get_assumed_line(self) -> str:
         """`assumed: alpha 0.8, draft qwen2.5-0.5b (...)`, or '' when the user gave every input."""
@@ -330,7 +350,9 @@ def build_scenario(
     check_finite_prices(scenario)
     warnings += get_memory_warnings(scenario)
     warnings += get_pricing_warnings(scenario)
-    return replace(scenario, warnings=tuple(dict.fromkeys(warnings)), assumed=assumed)
+    resolved = replace(scenario, warnings=tuple(dict.fromkeys(warnings)), assumed=assumed)
+    resolved._priced.update(scenario._priced)  # the same deployment and grid: the checked steps stand
+    return resolved
 
 
 def _with_tree(scenario, shape, model_spec, hw_spec, workload, warnings, draft, drafter, head_layer_fraction,
