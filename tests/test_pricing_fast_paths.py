@@ -180,3 +180,36 @@ def test_a_point_of_a_grid_prices_its_own_steps():
     band = get_datasheet_band(point.hardware)
     assert prediction.prefill == StepSummary.from_step(prefill, 512, 0, band)
     assert prediction.decode == StepSummary.from_step(decode, 1, 512, band)
+
+
+OP_FIELDS = ("flops", "weight_bytes", "act_read_bytes", "act_write_bytes", "kv_read_bytes", "kv_write_bytes",
+             "comm_bytes", "bytes")
+STEP_TOTALS = ("step_time_s", "roofline_step_time_s", "flops", "bytes", "weight_bytes", "kv_read_bytes",
+               "kv_write_bytes", "activation_bytes", "compute_bound_time_s", "compute_bound", "engine_s")
+
+
+@pytest.mark.parametrize("hw_name, model_name, fields, batch, context, new_tokens",
+                         [case for case in CASES if all(np.ndim(x) == 0 for x in case[3:])])
+@pytest.mark.parametrize("engine", ["ideal", "vllm-v1"])
+def test_a_point_prices_as_a_one_element_grid(hw_name, model_name, fields, batch, context, new_tokens, engine):
+    """At one point the ops hold float64 scalars (`make_op`), the datasheet prices them as one row per op with cached
+    rates, and the summaries read them without array evaluations: the numbers of the same point as a grid of one."""
+    hw, model = load_hardware(hw_name), load_model(model_name)
+    workload = Workload(batch=1, context_tokens=0, **fields)
+    timing = with_engine(DatasheetTiming.expected(hw), resolve_engine(engine))
+    point = get_step_cost(hw, model, workload, new_tokens, timing, context, batch)
+    grid = get_step_cost(hw, model, workload, np.asarray([new_tokens]), timing, np.asarray([context]),
+                         np.asarray([batch]))
+    assert all(type(op.flops) is np.float64 for op in point.ops)  # the fast path is the one taken
+    assert all(np.shape(op.flops) == (1,) for op in grid.ops)
+    for fast, plain in zip(point.ops, grid.ops):
+        for field in OP_FIELDS:
+            assert _same(np.reshape(getattr(fast, field), (1,)), getattr(plain, field)), (fast.name, field)
+    for fast, plain in zip(point.expected + point.roofline, grid.expected + grid.roofline):
+        for field in ("compute_time_s", "memory_time_s", "overhead_s", "time_s", "compute_bound"):
+            assert _same(np.reshape(getattr(fast, field), (1,)), getattr(plain, field)), field
+    for total in STEP_TOTALS:
+        assert _same(np.reshape(getattr(point, total), -1), np.reshape(getattr(grid, total), -1)), total
+    s = int(context)
+    assert StepSummary.from_step(point, 1, s) == StepSummary.from_step(grid, 1, s)
+    assert get_op_rows(point) == get_op_rows(grid)

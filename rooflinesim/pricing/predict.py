@@ -33,7 +33,23 @@ JSON_SCHEMA_VERSION = 2
 
 
 def _scalar(x) -> float:
+    if type(x) is np.float64 or type(x) is float:  # one point's ops and times (`ops.op_cost.make_op`)
+        return float(x)
     return float(np.asarray(x).reshape(-1)[0])
+
+
+def _flag(x) -> bool:
+    if type(x) is np.bool_:
+        return bool(x)
+    return bool(np.asarray(x).reshape(-1)[0])
+
+
+def _intensity(op) -> float:
+    """`op.arithmetic_intensity_flops_per_byte` at the point, without an array evaluation for one op's scalars."""
+    flops, total = op.flops, op.bytes
+    if type(flops) is np.float64 and type(total) is np.float64:
+        return float(flops / max(total, 1e-300)) if total > 0 else 0.0
+    return _scalar(op.arithmetic_intensity_flops_per_byte)
 
 
 @dataclass(frozen=True)
@@ -82,7 +98,7 @@ class StepSummary:
             kv_write_bytes=_scalar(step.kv_write_bytes),
             activation_bytes=_scalar(step.activation_bytes),
             arithmetic_intensity=_scalar(step.arithmetic_intensity_flops_per_byte),
-            bound="compute" if bool(np.asarray(step.compute_bound).reshape(-1)[0]) else "memory",
+            bound="compute" if _flag(step.compute_bound) else "memory",
             weight_share_of_bytes=_scalar(step.weight_bytes) / total_bytes,
             kv_share_of_bytes=(_scalar(step.kv_read_bytes) + _scalar(step.kv_write_bytes)) / total_bytes,
             new_tokens_per_sequence=new_tokens,
@@ -125,9 +141,9 @@ def get_op_rows(step: StepCost) -> list[OpRow]:
                 kv_read_bytes=op.count * _scalar(op.kv_read_bytes),
                 kv_write_bytes=op.count * _scalar(op.kv_write_bytes),
                 comm_bytes=op.count * _scalar(op.comm_bytes),
-                arithmetic_intensity=_scalar(op.arithmetic_intensity_flops_per_byte),
+                arithmetic_intensity=_intensity(op),
                 bound=("interconnect" if op.kind in COLLECTIVE_KINDS
-                       else "compute" if bool(np.asarray(t.compute_bound).reshape(-1)[0]) else "memory"),
+                       else "compute" if _flag(t.compute_bound) else "memory"),
                 time_s=_scalar(t.time_s), roofline_time_s=_scalar(sol.time_s),
             )
         )

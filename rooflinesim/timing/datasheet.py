@@ -20,6 +20,9 @@ from .base import OpTime, TimingModel, get_op_peak_flops_per_s
 from .collectives import get_collective_time
 from .quant_kernels import QuantKernel
 
+#: op lists whose stacked rates a DatasheetTiming keeps (one per model, implementation and step shape in practice)
+_MAX_STACKED_RATES = 64
+
 #: ops whose weights are stored in the workload's (possibly quantised) weight dtype
 QUANTISED_KINDS = frozenset({"linear", "expert_linear"})
 
@@ -42,6 +45,8 @@ class DatasheetTiming:
     compute_memory_overlap: float = 1.0
     #: (op kind, compute dtype) -> `_rates`, filled as ops are priced (not an input: `replace` starts a new one)
     _rates_by_kind: dict = field(default_factory=dict, init=False, repr=False, compare=False)
+    #: (compute dtype, the ops' kinds and counts) -> stacked rates, counts and overheads of one point's op list
+    _stacked_rates: dict = field(default_factory=dict, init=False, repr=False, compare=False)
 
     @classmethod
     def expected(cls, hw: HardwareSpec) -> "DatasheetTiming":
@@ -98,6 +103,8 @@ class DatasheetTiming:
         element, so the same numbers); None when the ops' arrays differ in shape (price them one by one)."""
         if not ops:
             return []
+        if all(type(op.flops) is np.float64 and type(op.bytes) is np.float64 and op.kind != "dispatch" for op in ops):
+            return self._get_point_ops_times(ops, compute_dtype)
         shape = ops[0].flops.shape
         if any(op.flops.shape != shape or op.bytes.shape != shape or op.kind == "dispatch" for op in ops):
             return None
@@ -112,6 +119,23 @@ class DatasheetTiming:
         total = compute + memory - overlap * np.minimum(compute, memory) + overhead
         bound = compute > memory
         return [OpTime(compute[i], memory[i], overhead[i], total[i], bound[i]) for i in range(len(ops))]
+
+    def _get_point_ops_times(self, ops: list[OpCost], compute_dtype: str) -> list[OpTime]:
+        """`get_ops_times` at one point (every op's quantities float64 scalars): the same arithmetic over one row per
+        op, with the rates and counts of an op list of these kinds and counts worked out once."""
+        key = (compute_dtype, tuple((op.kind, op.count) for op in ops))
+        stacked = self._stacked_rates.get(key)
+        if stacked is None:
+            if len(self._stacked_rates) >= _MAX_STACKED_RATES:
+                self._stacked_rates.clear()
+            peak, bandwidth, overlap = np.array([self._rates(op, compute_dtype) for op in ops]).T
+            counts = np.array([op.count for op in ops], dtype=float)
+            stacked = self._stacked_rates[key] = (peak, bandwidth, overlap, counts, counts * self.kernel_overhead_s)
+        peak, bandwidth, overlap, counts, overhead = stacked
+        compute = counts * np.array([op.flops for op in ops]) / peak
+        memory = counts * np.array([op.bytes for op in ops]) / bandwidth
+        total = compute + memory - overlap * np.minimum(compute, memory) + overhead
+        return list(map(OpTime, compute, memory, overhead, total, compute > memory))
 
     def get_step_overhead_s(self, num_layers: int, compute_dtype: str) -> float:
         return num_layers * self.layer_latency_s
