@@ -38,6 +38,8 @@ CASES = [
     ("a100", "llama-3.1-8b", {"weight_dtype": "int4"}, 4, 2048, 3),
     ("h100", "mixtral-8x7b", {"tensor_parallel": 2, "attention": "unfused"}, np.array([1, 64]), 4096, 1),
     ("h100", "deepseek-v2-lite", {"kv_dtype": "fp8"}, 2, 1024, 5),
+    ("h100", "llama-3.1-70b", {"tensor_parallel": 4}, 16, 8192, 1),
+    ("a100", "mixtral-8x7b", {"tensor_parallel": 8, "weight_dtype": "int8"}, 64, 4096, 3),
 ]
 
 
@@ -213,3 +215,31 @@ def test_a_point_prices_as_a_one_element_grid(hw_name, model_name, fields, batch
     s = int(context)
     assert StepSummary.from_step(point, 1, s) == StepSummary.from_step(grid, 1, s)
     assert get_op_rows(point) == get_op_rows(grid)
+
+
+def _with_p2p_limit(hw, max_bytes: float):
+    """The spec with its peer-to-peer all-reduce allowed only up to `max_bytes` (the limit then decides)."""
+    ic = hw.interconnect
+    p2p = ic.peer_to_peer_allreduce.model_copy(update={"max_bytes": max_bytes})
+    return hw.model_copy(update={"interconnect": ic.model_copy(update={"peer_to_peer_allreduce": p2p})})
+
+
+# p2p (its size limit above the sizes it wins at, or below), no p2p, one ring protocol
+@pytest.mark.parametrize("hw_name", ["h100", "a100", "mi300x", "h100 p2p up to 64 kB", "l4", "tpu-v5e"])
+@pytest.mark.parametrize("kind", ["allreduce", "allgather"])
+def test_one_collective_prices_as_a_one_element_grid(hw_name, kind):
+    """A point's collective (float64 message) takes the scalar path: the same latency, transfer and algorithm choice
+    as the array path, from latency-bound messages to bandwidth-bound ones."""
+    hw = load_hardware(hw_name.split()[0])
+    if "64 kB" in hw_name:
+        hw = _with_p2p_limit(hw, 65536.0)
+    p2p = hw.interconnect.peer_to_peer_allreduce
+    edges = [] if p2p is None else [p2p.max_bytes * f for f in (0.25, 0.5, 0.99, 1.0, 1.01)]  # p2p's size limit
+    for devices in (2, 4, 8):
+        for message in [*np.geomspace(1.0, 1e10, 41), *edges]:
+            point = make_op("c", kind, 3, comm=float(message), devices=devices)
+            grid = make_op("c", kind, 3, comm=np.asarray([message]), devices=devices)
+            assert type(point.comm_bytes) is np.float64
+            fast, plain = get_op_time(None, hw, point, "bf16", 0.8), get_op_time(None, hw, grid, "bf16", 0.8)
+            for field in ("compute_time_s", "memory_time_s", "overhead_s", "time_s", "compute_bound"):
+                assert _same(np.reshape(getattr(fast, field), (1,)), getattr(plain, field)), (devices, message, field)

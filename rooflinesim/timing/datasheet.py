@@ -20,8 +20,11 @@ from .base import OpTime, TimingModel, get_op_peak_flops_per_s
 from .collectives import get_collective_time
 from .quant_kernels import QuantKernel
 
-#: op lists whose stacked rates a DatasheetTiming keeps (one per model, implementation and step shape in practice)
-_MAX_STACKED_RATES = 64
+#: (the spec's id, every field the rates and overhead are worked out from, the compute dtype, the ops' kinds and
+#: counts) -> (the spec, the stacked rates, counts and overheads of one point's op list): shared by every timing model
+#: with those numbers (a build makes new ones, and each step's speed-of-light model is new)
+_STACKED_RATES: dict = {}
+_MAX_STACKED_RATES = 256
 
 #: ops whose weights are stored in the workload's (possibly quantised) weight dtype
 QUANTISED_KINDS = frozenset({"linear", "expert_linear"})
@@ -45,8 +48,6 @@ class DatasheetTiming:
     compute_memory_overlap: float = 1.0
     #: (op kind, compute dtype) -> `_rates`, filled as ops are priced (not an input: `replace` starts a new one)
     _rates_by_kind: dict = field(default_factory=dict, init=False, repr=False, compare=False)
-    #: (compute dtype, the ops' kinds and counts) -> stacked rates, counts and overheads of one point's op list
-    _stacked_rates: dict = field(default_factory=dict, init=False, repr=False, compare=False)
 
     @classmethod
     def expected(cls, hw: HardwareSpec) -> "DatasheetTiming":
@@ -123,15 +124,17 @@ class DatasheetTiming:
     def _get_point_ops_times(self, ops: list[OpCost], compute_dtype: str) -> list[OpTime]:
         """`get_ops_times` at one point (every op's quantities float64 scalars): the same arithmetic over one row per
         op, with the rates and counts of an op list of these kinds and counts worked out once."""
-        key = (compute_dtype, tuple((op.kind, op.count) for op in ops))
-        stacked = self._stacked_rates.get(key)
-        if stacked is None:
-            if len(self._stacked_rates) >= _MAX_STACKED_RATES:
-                self._stacked_rates.clear()
+        key = (id(self.hw), self.compute_fraction, self.memory_fraction, self.compute_memory_overlap,
+               self.kernel_overhead_s, tuple(self.compute_fraction_by_dtype.items()), self.quant_kernel, compute_dtype,
+               tuple((op.kind, op.count) for op in ops))
+        hit = _STACKED_RATES.get(key)
+        if hit is None or hit[0] is not self.hw:  # the spec itself is kept, so its id is never another's
+            if len(_STACKED_RATES) >= _MAX_STACKED_RATES:
+                _STACKED_RATES.clear()
             peak, bandwidth, overlap = np.array([self._rates(op, compute_dtype) for op in ops]).T
             counts = np.array([op.count for op in ops], dtype=float)
-            stacked = self._stacked_rates[key] = (peak, bandwidth, overlap, counts, counts * self.kernel_overhead_s)
-        peak, bandwidth, overlap, counts, overhead = stacked
+            hit = _STACKED_RATES[key] = (self.hw, (peak, bandwidth, overlap, counts, counts * self.kernel_overhead_s))
+        peak, bandwidth, overlap, counts, overhead = hit[1]
         compute = counts * np.array([op.flops for op in ops]) / peak
         memory = counts * np.array([op.bytes for op in ops]) / bandwidth
         total = compute + memory - overlap * np.minimum(compute, memory) + overhead
