@@ -243,3 +243,33 @@ def test_one_collective_prices_as_a_one_element_grid(hw_name, kind):
             fast, plain = get_op_time(None, hw, point, "bf16", 0.8), get_op_time(None, hw, grid, "bf16", 0.8)
             for field in ("compute_time_s", "memory_time_s", "overhead_s", "time_s", "compute_bound"):
                 assert _same(np.reshape(getattr(fast, field), (1,)), getattr(plain, field)), (devices, message, field)
+
+
+@pytest.mark.parametrize("model, options", [
+    ("llama-3.1-8b", {}),
+    ("llama-3.1-8b", {"drafter": "eagle", "k": 4, "sampling": True}),
+    ("llama-3.1-8b", {"drafter": "eagle3", "engine": "sglang"}),
+    ("llama-3.1-8b", {"drafter": "medusa", "k": 3, "engine": "ideal"}),
+    ("llama-3.1-8b", {"drafter": "self", "draft_layer_fraction": 0.5}),
+    ("llama-3.1-8b", {"drafter": "ngram", "k": 4}),
+    ("llama-3.1-8b", {"tree": "3,2,6"}),
+    ("llama-3.1-8b", {"extra_draft_pass": True, "engine": "gpt-fast"}),
+    ("llama-3.1-8b", {"draft_first_step_tokens": 2}),
+    ("llama-3.1-70b", {"tp": 4}),
+    ("deepseek-v2-lite", {"drafter": "mtp", "k": 2}),
+    ("tiny-llama-123m", {"calibration": str(PROFILE), "draft": "tiny-draft-2l"}),
+])
+def test_a_points_speculative_loop_prices_as_a_grid_of_one(model, options):
+    """The loop prices a point's decode and draft steps as scalars (predict's axes of one value each); a grid of one
+    batch and one context (another shape, the array path) gives the same numbers for every part of the loop."""
+    hw = "cpu-generic" if "calibration" in options else "h100"
+    scenario = build_scenario(hw, model, 8, 1024, **options)
+    batch, context, k = scenario.batch, scenario.context_tokens, scenario.k_values
+    point = speculative._price_loop(scenario, batch, context, k)
+    grid = speculative._price_loop(scenario, batch[:, None], context[:, None], k[None, :])
+    assert np.ndim(point.decode.step_time_s) == 0  # the scalar path is the one taken
+    for part in ("cold", "warm", "draft", "verify", "rule", "fits"):
+        fast, plain = np.broadcast_to(getattr(point, part), k.shape), np.broadcast_to(getattr(grid, part), (1, k.size))
+        assert _same(fast, plain[0]), part
+    for total in STEP_TOTALS:
+        assert _same(np.reshape(getattr(point.decode, total), -1), np.reshape(getattr(grid.decode, total), -1)), total
