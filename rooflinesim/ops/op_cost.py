@@ -58,8 +58,11 @@ def make_op(name, kind, count, flops=0.0, weight=0.0, act_read=0.0, act_write=0.
     point (every quantity a number or a 0-d array) they are numpy float64 scalars: the same IEEE arithmetic as 0-d
     arrays, without an array's per-operation cost in every sum the pricing makes over the ops."""
     values = (flops, weight, act_read, act_write, kv_read, kv_write, comm)
-    if all(type(v) in _SCALAR_TYPES or (type(v) is np.ndarray and v.ndim == 0) for v in values):
-        return OpCost(name, kind, count, *map(np.float64, values), dims=dims)
+    if set(map(type, values)) <= _SCALAR_TYPES or all(np.ndim(v) == 0 for v in values):
+        op = OpCost(name, kind, count, *map(np.float64, values), dims=dims)
+        op.__dict__["bytes"] = op.weight_bytes + op.act_read_bytes + op.act_write_bytes + op.kv_read_bytes + \
+            op.kv_write_bytes  # `bytes`, summed now: read many times, and a cached property costs a call each
+        return op
     arrays = [np.asarray(v, dtype=float) for v in values]
     shape = arrays[0].shape
     if any(a.shape != shape for a in arrays):  # np.broadcast_arrays' numbers, without its per-call overhead
