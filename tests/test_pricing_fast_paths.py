@@ -19,7 +19,8 @@ from rooflinesim.pricing.sensitivity import get_alpha_sensitivity
 from rooflinesim.pricing.speculative import price_speculation
 from rooflinesim.scenario.builder import build_scenario
 from rooflinesim.specs.workload import Workload
-from rooflinesim.step import get_step_cost
+from rooflinesim.step import get_memory_fit as step_memory_fit, get_step_cost
+from rooflinesim.ops.draft_heads import get_head_weight_bytes
 from rooflinesim.timing import DatasheetTiming, get_op_time
 from rooflinesim.timing.datasheet import get_ops_times
 from rooflinesim.timing.datasheet_band import get_datasheet_band
@@ -273,3 +274,19 @@ def test_a_points_speculative_loop_prices_as_a_grid_of_one(model, options):
         assert _same(fast, plain[0]), part
     for total in STEP_TOTALS:
         assert _same(np.reshape(getattr(point.decode, total), -1), np.reshape(getattr(grid.decode, total), -1)), total
+
+
+@pytest.mark.parametrize("model, drafter", [("llama-3.1-8b", "eagle"), ("llama-3.1-8b", "eagle3"),
+                                            ("llama-3.1-8b", "medusa"), ("deepseek-v2-lite", "mtp")])
+def test_a_heads_weights_are_worked_out_once_per_scenario(model, drafter):
+    """`Scenario.remember` keeps a head's weight bytes (they depend on the deployment only); every memory fit adds
+    what `get_head_weight_bytes` gives, at any k."""
+    scenario = build_scenario("h100", model, 4, 2048, drafter=drafter, k=3)
+    hw, target, w = scenario.hardware, scenario.model, scenario.workload
+    per_head = get_head_weight_bytes(drafter, target, w, head=scenario.drafter.head_config)
+    for k in (0, 1, 3):
+        heads = max(k, 1) if drafter == "medusa" else 1
+        bare = step_memory_fit(hw, target, w, k + 1, scenario.batch, scenario.context_tokens)
+        assert scenario.get_memory_fit(k=k).weight_bytes == bare.weight_bytes + heads * per_head
+    assert scenario._priced[f"{drafter} head weight bytes"] == per_head
+    assert not scenario.at(1, 512)._priced  # another point starts afresh

@@ -194,11 +194,13 @@ def _loop_timings(scenario: Scenario, decode) -> tuple[TimingModel, TimingModel]
     timing = scenario.timing
     if scenario.drafter.kind != "model":
         return with_role(timing, "inner"), with_role(timing, "speculative")
-    # the draft's weights one step reads (only its ops are needed, not their times)
-    draft_ops = get_step_ops(scenario.drafter.model, scenario.draft_workload, 1, batch=1, context_tokens=1)
-    draft_bytes = sum(op.count * op.weight_bytes for op in draft_ops)
+    def get_draft_bytes() -> float:  # the draft's weights one step reads (only its ops are needed, not their times)
+        draft_ops = get_step_ops(scenario.drafter.model, scenario.draft_workload, 1, batch=1, context_tokens=1)
+        return float(np.max(sum(op.count * op.weight_bytes for op in draft_ops)))
+
+    draft_bytes = scenario.remember("draft weight bytes per step", get_draft_bytes)
     return (with_role(timing.with_co_resident(float(np.max(decode.weight_bytes))), "inner"),
-            with_role(timing.with_co_resident(float(np.max(draft_bytes))), "speculative"))
+            with_role(timing.with_co_resident(draft_bytes), "speculative"))
 
 
 @dataclass(frozen=True)
