@@ -290,3 +290,26 @@ def test_a_heads_weights_are_worked_out_once_per_scenario(model, drafter):
         assert scenario.get_memory_fit(k=k).weight_bytes == bare.weight_bytes + heads * per_head
     assert scenario._priced[f"{drafter} head weight bytes"] == per_head
     assert not scenario.at(1, 512)._priced  # another point starts afresh
+
+
+def test_a_profile_is_parsed_once_per_content(tmp_path):
+    """`load_spec_file` (through `load_profile`, which `--calibration` uses) reads the file every call and keeps its
+    parse by path and content: the same text gives the same spec object, rewritten text a new one, and a broken
+    file is refused every time (nothing is kept for it)."""
+    from rooflinesim.specs.profiles import load_profile
+    from rooflinesim.specs.registry import SpecError
+
+    path = tmp_path / "profile.yaml"
+    text = PROFILE.read_text()
+    path.write_text(text)
+    first = load_profile(path)
+    assert load_profile(str(path)) is first
+    path.write_text(text.replace("name: AMD EPYC (2 threads), measured", "name: renamed", 1))
+    renamed = load_profile(path)
+    assert renamed is not first and renamed.name == "renamed" and first.name != "renamed"
+    path.write_text(text[: len(text) // 2] + "\n  - [unclosed\n")
+    for _ in range(2):
+        with pytest.raises(SpecError):
+            load_profile(path)
+    path.write_text(text)
+    assert load_profile(path) is first
