@@ -313,3 +313,22 @@ def test_a_profile_is_parsed_once_per_content(tmp_path):
             load_profile(path)
     path.write_text(text)
     assert load_profile(path) is first
+
+
+def test_shape_weights_are_worked_out_once_per_shape():
+    """`LinearModel.get_shape_weights` keeps each (K, N)'s weights: the numbers computed afresh, read-only, and a
+    model with other tables (`replace`) starts without them."""
+    from dataclasses import replace
+
+    from rooflinesim.specs.profiles import apply_calibration
+    from rooflinesim.timing.measured import MeasuredTiming
+
+    hw, _ = apply_calibration(load_hardware("cpu-generic"), PROFILE)
+    linear = next(iter(MeasuredTiming.from_spec(hw).models.values())).linear
+    for k, n in [(1024, 4096), (896, 151936), (3000, 7)]:
+        fresh = np.exp(-np.array([(np.log2(k) - np.log2(t.k)) ** 2 + (np.log2(n) - np.log2(t.n)) ** 2
+                                  for t in linear.tables]) / (2 * linear.kernel_log2 ** 2))
+        kept = linear.get_shape_weights(k, n)
+        assert _same(kept, fresh) and linear.get_shape_weights(k, n) is kept and not kept.flags.writeable
+    fewer = replace(linear, tables=linear.tables[1:])
+    assert fewer.get_shape_weights(1024, 4096).size == len(linear.tables) - 1
