@@ -59,9 +59,10 @@ def make_op(name, kind, count, flops=0.0, weight=0.0, act_read=0.0, act_write=0.
     arrays, without an array's per-operation cost in every sum the pricing makes over the ops."""
     values = (flops, weight, act_read, act_write, kv_read, kv_write, comm)
     if set(map(type, values)) <= _SCALAR_TYPES or all(np.ndim(v) == 0 for v in values):
-        op = OpCost(name, kind, count, *map(np.float64, values), dims=dims)
-        op.__dict__["bytes"] = op.weight_bytes + op.act_read_bytes + op.act_write_bytes + op.kv_read_bytes + \
-            op.kv_write_bytes  # `bytes`, summed now: read many times, and a cached property costs a call each
+        flops, weight, act_read, act_write, kv_read, kv_write, comm = map(np.float64, values)
+        op = OpCost(name, kind, count, flops, weight, act_read, act_write, kv_read, kv_write, comm, dims=dims)
+        # `bytes`, summed now in the property's order: read many times, and a cached property costs a call each
+        op.__dict__["bytes"] = weight + act_read + act_write + kv_read + kv_write
         return op
     arrays = [np.asarray(v, dtype=float) for v in values]
     shape = arrays[0].shape
