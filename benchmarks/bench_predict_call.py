@@ -20,11 +20,15 @@ import io
 import pstats
 import statistics
 import time
+from pathlib import Path
 
 import rooflinesim
 from rooflinesim.pricing.predict import predict_scenario
 from rooflinesim.scenario.builder import build_scenario
 from rooflinesim.specs.registry import load_hardware, load_model
+
+#: a measured profile (the test suite's frozen copy), passed by path as `--calibration` is
+PROFILE = Path(__file__).resolve().parents[1] / "tests" / "data" / "profiles" / "cpu-amd-epyc-2c.yaml"
 
 #: (label, hardware, model, batch, context, options)
 DEPLOYMENTS = [
@@ -34,6 +38,11 @@ DEPLOYMENTS = [
     ("h100 llama-3.1-70b b16 8k tp4, no speculation", "h100", "llama-3.1-70b", 16, 8192,
      dict(tp=4, speculative=False)),
     ("h100 llama-3.1-70b b16 8k tp4, default draft", "h100", "llama-3.1-70b", 16, 8192, dict(tp=4)),
+    ("h100 mixtral-8x7b b8 4k tp2, no speculation", "h100", "mixtral-8x7b", 8, 4096, dict(tp=2, speculative=False)),
+    ("cpu + measured profile, tiny-llama-123m b1 512, no speculation", "cpu", "tiny-llama-123m", 1, 512,
+     dict(calibration=str(PROFILE), speculative=False)),
+    ("cpu + measured profile, tiny-llama-123m b1 512, draft tiny-draft-2l", "cpu", "tiny-llama-123m", 1, 512,
+     dict(calibration=str(PROFILE), draft="tiny-draft-2l")),
 ]
 
 

@@ -54,8 +54,16 @@ class OpCost:
 
 def make_op(name, kind, count, flops=0.0, weight=0.0, act_read=0.0, act_write=0.0, kv_read=0.0, kv_write=0.0, comm=0.0,
         **dims):
-    """An op whose seven quantities are float arrays of one shape (their broadcast; treat them as read-only)."""
+    """An op whose seven quantities are float arrays of one shape (their broadcast; treat them as read-only). At one
+    point (every quantity a number or a 0-d array) they are numpy float64 scalars: the same IEEE arithmetic as 0-d
+    arrays, without an array's per-operation cost in every sum the pricing makes over the ops."""
     values = (flops, weight, act_read, act_write, kv_read, kv_write, comm)
+    if set(map(type, values)) <= _SCALAR_TYPES or all(np.ndim(v) == 0 for v in values):
+        flops, weight, act_read, act_write, kv_read, kv_write, comm = map(np.float64, values)
+        op = OpCost(name, kind, count, flops, weight, act_read, act_write, kv_read, kv_write, comm, dims=dims)
+        # `bytes`, summed now in the property's order: read many times, and a cached property costs a call each
+        op.__dict__["bytes"] = weight + act_read + act_write + kv_read + kv_write
+        return op
     arrays = [np.asarray(v, dtype=float) for v in values]
     shape = arrays[0].shape
     if any(a.shape != shape for a in arrays):  # np.broadcast_arrays' numbers, without its per-call overhead
@@ -63,6 +71,9 @@ def make_op(name, kind, count, flops=0.0, weight=0.0, act_read=0.0, act_write=0.
         arrays = [a if a.shape == shape else _broadcast(v, a, shape) for v, a in zip(values, arrays)]
     return OpCost(name, kind, count, *arrays, dims=dims)
 
+
+#: the types of one point's quantities that `make_op` keeps as float64 scalars
+_SCALAR_TYPES = frozenset({float, int, np.float64, np.int64})
 
 #: grids up to this many values broadcast by copying (faster for the small arrays of one point); larger ones by a
 #: view, which takes no memory

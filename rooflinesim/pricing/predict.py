@@ -33,7 +33,23 @@ JSON_SCHEMA_VERSION = 2
 
 
 def _scalar(x) -> float:
+    if type(x) is np.float64 or type(x) is float:  # one point's ops and times (`ops.op_cost.make_op`)
+        return float(x)
     return float(np.asarray(x).reshape(-1)[0])
+
+
+def _flag(x) -> bool:
+    if type(x) is np.bool_:
+        return bool(x)
+    return bool(np.asarray(x).reshape(-1)[0])
+
+
+def _intensity(op) -> float:
+    """`op.arithmetic_intensity_flops_per_byte` at the point, without an array evaluation for one op's scalars."""
+    flops, total = op.flops, op.bytes
+    if type(flops) is np.float64 and type(total) is np.float64:
+        return float(flops / max(total, 1e-300)) if total > 0 else 0.0
+    return _scalar(op.arithmetic_intensity_flops_per_byte)
 
 
 @dataclass(frozen=True)
@@ -82,7 +98,7 @@ class StepSummary:
             kv_write_bytes=_scalar(step.kv_write_bytes),
             activation_bytes=_scalar(step.activation_bytes),
             arithmetic_intensity=_scalar(step.arithmetic_intensity_flops_per_byte),
-            bound="compute" if bool(np.asarray(step.compute_bound).reshape(-1)[0]) else "memory",
+            bound="compute" if _flag(step.compute_bound) else "memory",
             weight_share_of_bytes=_scalar(step.weight_bytes) / total_bytes,
             kv_share_of_bytes=(_scalar(step.kv_read_bytes) + _scalar(step.kv_write_bytes)) / total_bytes,
             new_tokens_per_sequence=new_tokens,
@@ -125,9 +141,9 @@ def get_op_rows(step: StepCost) -> list[OpRow]:
                 kv_read_bytes=op.count * _scalar(op.kv_read_bytes),
                 kv_write_bytes=op.count * _scalar(op.kv_write_bytes),
                 comm_bytes=op.count * _scalar(op.comm_bytes),
-                arithmetic_intensity=_scalar(op.arithmetic_intensity_flops_per_byte),
+                arithmetic_intensity=_intensity(op),
                 bound=("interconnect" if op.kind in COLLECTIVE_KINDS
-                       else "compute" if bool(np.asarray(t.compute_bound).reshape(-1)[0]) else "memory"),
+                       else "compute" if _flag(t.compute_bound) else "memory"),
                 time_s=_scalar(t.time_s), roofline_time_s=_scalar(sol.time_s),
             )
         )
@@ -262,11 +278,16 @@ def predict_scenario(scenario: Scenario) -> Prediction:
     hw_spec, model_spec, workload, timing = scenario.hardware, scenario.model, scenario.workload, scenario.timing
     s = workload.context_tokens
     speculation = analyse_speculation(scenario) if scenario.speculative else None
-    if speculation is not None and (workload.batch, s) == (scenario.batch[0], scenario.context_tokens[0]):
+    at_point = (workload.batch, s) == (scenario.batch[0], scenario.context_tokens[0])
+    # the steps the build priced to check them (`Scenario.get_largest_steps`) are this point's own: the same numbers
+    checked_prefill, checked_verify = scenario.get_largest_steps() if at_point else (None, None)
+    if speculation is not None and at_point:
         decode = get_loop_decode(scenario)  # the speculative loop's own decode step: the same numbers, priced once
+    elif at_point and int(scenario.k_values.max()) == 0:
+        decode = checked_verify  # a verify of one token on the point's context is its decode
     else:
         decode = get_step_cost(hw_spec, model_spec, workload, 1, timing)
-    prefill = get_step_cost(
+    prefill = checked_prefill if at_point else get_step_cost(
         hw_spec, model_spec, workload, max(s, 1), timing, context_tokens=0, logits_for_all_tokens=False
     )
     band = get_datasheet_band(hw_spec) if decode.sigmas is None else None  # a profile brings its own intervals

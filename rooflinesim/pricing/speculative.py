@@ -212,11 +212,13 @@ def _loop_timings(scenario: Scenario, decode) -> tuple[TimingModel, TimingModel]
     timing = scenario.timing
     if scenario.drafter.kind != "model":
         return with_role(timing, "inner"), with_role(timing, "speculative")
-    # the draft's weights one step reads (only its ops are needed, not their times)
-    draft_ops = get_step_ops(scenario.drafter.model, scenario.draft_workload, 1, batch=1, context_tokens=1)
-    draft_bytes = sum(op.count * op.weight_bytes for op in draft_ops)
+    def get_draft_bytes() -> float:  # the draft's weights one step reads (only its ops are needed, not their times)
+        draft_ops = get_step_ops(scenario.drafter.model, scenario.draft_workload, 1, batch=1, context_tokens=1)
+        return float(np.max(sum(op.count * op.weight_bytes for op in draft_ops)))
+
+    draft_bytes = scenario.remember("draft weight bytes per step", get_draft_bytes)
     return (with_role(timing.with_co_resident(float(np.max(decode.weight_bytes))), "inner"),
-            with_role(timing.with_co_resident(float(np.max(draft_bytes))), "speculative"))
+            with_role(timing.with_co_resident(draft_bytes), "speculative"))
 
 
 @dataclass(frozen=True)
@@ -236,18 +238,22 @@ class _LoopTimes:
 
 def _price_loop(scenario: Scenario, batch, context_tokens, k) -> _LoopTimes:
     hw, w = scenario.hardware, scenario.workload
-    decode = get_step_cost(hw, scenario.model, w, 1, scenario.timing, context_tokens, batch)
+    # at one point (predict's axes of one value each) the decode and the draft steps are priced as scalars, one
+    # point's fast path (`ops.op_cost.make_op`) with the same numbers; they broadcast over k as the (1,) arrays did
+    b, s = (batch[0], context_tokens[0]) if batch.shape == (1,) and context_tokens.shape == (1,) else (batch,
+                                                                                                    context_tokens)
+    decode = get_step_cost(hw, scenario.model, w, 1, scenario.timing, s, b)
     target_decode = decode.step_time_s
     draft_timing, verify_timing = _loop_timings(scenario, decode)
     # the first of the k draft steps follows the target's verify (the target's weights went through the caches in
     # between); the next k - 1 follow a draft step, so the draft's own weights may still be cached
-    cold = get_draft_step_time_s(scenario, draft_timing, batch, context_tokens, decode,
-                                 new_tokens=scenario.draft_first_step_tokens, first_step=True)
+    cold = get_draft_step_time_s(scenario, draft_timing, b, s, decode, new_tokens=scenario.draft_first_step_tokens,
+                                 first_step=True)
     warm_timing = with_role(scenario.timing, "inner")
     if _same(warm_timing, draft_timing) and scenario.draft_first_step_tokens == 1 and scenario.drafter.kind != "eagle3":
         warm = cold  # the same step priced the same way (only EAGLE-3's first step differs: it fuses the features)
     else:
-        warm = get_draft_step_time_s(scenario, warm_timing, batch, context_tokens, decode)
+        warm = get_draft_step_time_s(scenario, warm_timing, b, s, decode)
     tree = scenario.tree
     extend = uses_draft_extend(scenario)
     if extend:  # the engine's draft-extend pass over the depth + 1 verified rows is the first draft forward

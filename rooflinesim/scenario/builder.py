@@ -22,7 +22,7 @@ from ..specs.hardware import HardwareSpec
 from ..errors import InputError
 from ..specs.model import ModelSpec
 from ..specs.workload import Workload
-from ..step import MemoryFit, check_tensor_parallel, get_memory_fit
+from ..step import MemoryFit, StepCost, check_tensor_parallel, get_memory_fit, get_step_cost
 from ..timing import DatasheetTiming, TimingModel, get_timing_model
 from ..timing.quant_kernels import get_quant_kernel
 from ..timing.engine import with_engine
@@ -84,6 +84,33 @@ class Scenario:
     #: every input the user did not give and the value assumed for it, e.g. {"alpha": "0.8"}: printed on each
     #: output's "assumed:" line and as JSON `assumed`
     assumed: dict = field(default_factory=dict)
+    #: what was already priced for this scenario (`remember`); not an input, so `replace` (e.g. `at`) starts an empty
+    #: one
+    _priced: dict = field(default_factory=dict, init=False, repr=False, compare=False)
+
+    def remember(self, key: str, compute):
+        """`compute()`, worked out once per scenario: steps and weights that depend only on what the scenario fixes
+        (its deployment, drafter and grid) and that the checks and the pricing read more than once."""
+        if key not in self._priced:
+            self._priced[key] = compute()
+        return self._priced[key]
+
+    def get_largest_steps(self) -> tuple[StepCost, StepCost]:
+        """The target's largest prefill and verify steps: the prompt of the largest context (context 0, the last
+        token's logits, as `predict` prices a prefill) and k_max + 1 tokens on the largest context, both at the
+        largest batch. The build checks and warns about these (`scenario.checks`); for a point they are `predict`'s
+        prefill and, without speculation (k_max = 0), its decode. Priced once per scenario."""
+        return self.remember("largest steps", self._price_largest_steps)
+
+    def _price_largest_steps(self) -> tuple[StepCost, StepCost]:
+        b, s = int(self.batch.max()), int(self.context_tokens.max())
+        q = int(self.k_values.max()) + 1
+        hw, model, w, timing = self.hardware, self.model, self.workload, self.timing
+        with np.errstate(over="ignore", invalid="ignore"):  # a spec far off pricing to inf is refused by a check
+            prefill = get_step_cost(hw, model, w, max(s, 1), timing, context_tokens=0, batch=b,
+                                    logits_for_all_tokens=False)
+            verify = get_step_cost(hw, model, w, q, timing, context_tokens=s, batch=b)
+        return prefill, verify
 
     def get_assumed_line(self) -> str:
         """`assumed: alpha 0.8, draft qwen2.5-0.5b (...)`, or '' when the user gave every input."""
@@ -122,7 +149,8 @@ class Scenario:
         if self.drafter is not None and self.drafter.kind in HEAD_KINDS + ("head",):
             # a head's own weights (a Medusa head each per draft position); its one layer's KV cache is left out
             kind = "eagle" if self.drafter.kind == "head" else self.drafter.kind
-            per_head = get_head_weight_bytes(kind, self.model, w, head=self.drafter.head_config)
+            per_head = self.remember(f"{kind} head weight bytes", lambda: get_head_weight_bytes(
+                kind, self.model, w, head=self.drafter.head_config))
             heads = np.maximum(np.asarray(k), 1) if kind == "medusa" else 1
             if kind == "medusa" and self.tree is not None:  # one head per depth of the tree, whatever its width
                 heads = self.tree.static.depth if self.tree.static is not None else self.tree.steps
@@ -330,7 +358,9 @@ def build_scenario(
     check_finite_prices(scenario)
     warnings += get_memory_warnings(scenario)
     warnings += get_pricing_warnings(scenario)
-    return replace(scenario, warnings=tuple(dict.fromkeys(warnings)), assumed=assumed)
+    resolved = replace(scenario, warnings=tuple(dict.fromkeys(warnings)), assumed=assumed)
+    resolved._priced.update(scenario._priced)  # the same deployment and grid: the checked steps stand
+    return resolved
 
 
 def _with_tree(scenario, shape, model_spec, hw_spec, workload, warnings, draft, drafter, head_layer_fraction,

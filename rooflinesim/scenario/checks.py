@@ -9,7 +9,6 @@ import math
 import numpy as np
 
 from ..errors import InputError
-from ..ops.step_ops import get_step_ops
 from ..step import get_step_cost
 from ..units import GIGA
 from .inputs import MAX_GRID_VALUES
@@ -47,19 +46,22 @@ def check_finite_prices(scenario) -> None:
     Every spec number is finite and positive, but a hand-written spec or profile can still be off by hundreds of
     orders of magnitude (`1.0e-300` B/s, a coefficient of 1e300 s per byte): the times then overflow and every
     output would carry Infinity or NaN. Step time grows with batch, context and new tokens, so pricing the largest
-    prefill and verify steps of the grid (in one broadcast evaluation) and the largest draft step decides for all of
-    them; a speculative step sums up to k + 2 of them (k drafts, the verify, gpt-fast's extra draft pass), so that
-    sum must stay finite too.
+    prefill and verify steps of the grid (`Scenario.get_largest_steps`, which the pricing of a point then reuses) and
+    the largest draft step decides for all of them; a speculative step sums up to k + 2 of them (k drafts, the
+    verify, gpt-fast's extra draft pass), so that sum must stay finite too.
     """
-    w, b, s = scenario.workload, scenario.batch.max(), scenario.context_tokens.max()
+    b, s = scenario.batch.max(), scenario.context_tokens.max()
     q = int(scenario.k_values.max()) + 1
-    steps = [(scenario.model, w, np.asarray([max(int(s), 1), q]), np.asarray([0, s]))]  # prefill, verify
+    steps = [(scenario.model, scenario.get_largest_steps())]
     if scenario.drafter is not None and scenario.drafter.kind == "model":
-        steps.append((scenario.drafter.model, scenario.draft_workload, 1, s + q))
-    for model, workload, new_tokens, context in steps:
+        with np.errstate(over="ignore", invalid="ignore"):
+            draft = get_step_cost(scenario.hardware, scenario.drafter.model, scenario.draft_workload, 1,
+                                  scenario.timing, s + q, b)
+        steps.append((scenario.drafter.model, (draft,)))
+    for model, priced in steps:
         with np.errstate(over="ignore", invalid="ignore"):  # the one line below says it, not numpy's warnings
-            step = get_step_cost(scenario.hardware, model, workload, new_tokens, scenario.timing, context, b)
-            worst = max(float(np.max(step.step_time_s)), float(np.max(step.roofline_step_time_s)))
+            worst = float(np.max([np.max(time) for step in priced  # NaN anywhere makes it NaN
+                                  for time in (step.step_time_s, step.roofline_step_time_s)]))
         if not math.isfinite(worst * (q + 1)):
             raise InputError(
                 f"{scenario.hardware.name} prices a step of {model.name} (batch {b}, context up to {s}) at "
@@ -67,9 +69,7 @@ def check_finite_prices(scenario) -> None:
 
 
 def get_pricing_warnings(scenario) -> list[str]:
-    """What the timing model says about the largest steps the scenario prices (e.g. outside a measured range)."""
-    w = scenario.workload
-    q = int(scenario.k_values.max()) + 1
-    ops = get_step_ops(scenario.model, w, q, batch=scenario.batch.max(),
-                       context_tokens=scenario.context_tokens.max())
-    return scenario.timing.get_warnings(ops, w.activation_dtype)
+    """What the timing model says about the largest steps the scenario prices (e.g. outside a measured range): the
+    ops of its largest verify step."""
+    verify = scenario.get_largest_steps()[1]
+    return scenario.timing.get_warnings(verify.ops, scenario.workload.activation_dtype)

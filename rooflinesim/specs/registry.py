@@ -120,9 +120,16 @@ def _validate(path: Path, data: dict, spec_type: type[SpecT]) -> SpecT:
 
 
 def load_spec_file(path: str | Path, spec_type: type[SpecT]) -> SpecT:
-    """Read and validate one YAML spec; any problem becomes a SpecError naming file, field and reason."""
+    """Read and validate one YAML spec; any problem becomes a SpecError naming file, field and reason. The file is
+    read every time; its parse is kept by path and content (a script pricing many points with one `--calibration`
+    profile parses it once; a rewritten file is parsed again)."""
     path = Path(path)
-    return _validate(path, _parse_yaml_mapping(path, read_spec_text(path)), spec_type)
+    return _load_text_cached(str(path), spec_type, read_spec_text(path))
+
+
+@lru_cache(maxsize=32)
+def _load_text_cached(path: str, spec_type: type[SpecT], text: str) -> SpecT:
+    return _validate(Path(path), _parse_yaml_mapping(Path(path), text), spec_type)
 
 
 def get_spec_kind(path: str | Path, data: dict) -> str:

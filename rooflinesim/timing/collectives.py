@@ -78,6 +78,38 @@ def get_collective_parts(ic: Interconnect, kind: str, devices: int, message_byte
     return latency, transfer, algorithm
 
 
+def _get_point_collective_parts(ic: Interconnect, kind: str, devices: int, message: np.float64,
+                                link_fraction: float) -> tuple[np.float64, np.float64, int]:
+    """`get_collective_parts` for one message (a float64 scalar): the same arithmetic and the same choices, without
+    an array evaluation per term."""
+    n = float(devices)
+    steps, share = (2 * (n - 1), 2 * (n - 1) / n) if kind == "allreduce" else (n - 1, (n - 1) / n)
+    link = ic.bandwidth_bytes_per_s_per_direction * link_fraction
+    latency = ic.ring_base_latency_s + steps * ic.latency_s
+    if ic.ring_bulk_base_latency_s is None or ic.ring_bulk_latency_s is None:
+        transfer = share * message / link
+    else:
+        transfer = share * message / (link * LL_BANDWIDTH_SHARE[kind])
+        bulk_latency = ic.ring_bulk_base_latency_s + steps * ic.ring_bulk_latency_s
+        bulk_transfer = share * message / link
+        if bulk_latency + bulk_transfer < latency + transfer:
+            latency, transfer = bulk_latency, bulk_transfer
+    algorithm = 0
+    p2p = ic.peer_to_peer_allreduce
+    if p2p is None or devices > p2p.max_devices or devices < 2:
+        return np.float64(latency), np.float64(transfer), algorithm
+    a = p2p.latency_s + (n - 1) * p2p.latency_per_peer_s
+    if kind == "allreduce":
+        candidates = [(1, a, (n - 1) * message / p2p.bandwidth_bytes_per_s),
+                      (2, 2 * a, 2 * (n - 1) / n * message / p2p.bandwidth_bytes_per_s)]
+    else:
+        candidates = [(1, a, (n - 1) / n * message / p2p.bandwidth_bytes_per_s)]
+    for index, cand_latency, cand_transfer in candidates:
+        if message <= p2p.max_bytes and cand_latency + cand_transfer < latency + transfer:
+            latency, transfer, algorithm = cand_latency, cand_transfer, index
+    return np.float64(latency), np.float64(transfer), algorithm
+
+
 def get_collective_algorithm(hw: HardwareSpec, kind: str, devices: int, message_bytes) -> np.ndarray:
     """The algorithm name the model picks for each message size (an array of strings)."""
     _, _, index = get_collective_parts(_interconnect(hw), kind, devices, message_bytes,
@@ -96,6 +128,11 @@ def get_collective_time(op: OpCost, hw: HardwareSpec, bandwidth_fraction: float 
 
     The bandwidth fraction scales the ring's link bandwidth (the p2p bandwidths are achieved figures already);
     latency is reported as overhead, the bytes' time as memory time."""
+    if type(op.comm_bytes) is np.float64:  # one point (`ops.op_cost.make_op`)
+        latency, transfer, _ = _get_point_collective_parts(_interconnect(hw), op.kind, int(op.dims["devices"]),
+                                                           op.comm_bytes, bandwidth_fraction)
+        latency, transfer = op.count * latency, op.count * transfer
+        return OpTime(np.float64(0.0), transfer, latency, transfer + latency, np.False_)
     latency, transfer, _ = get_collective_parts(_interconnect(hw), op.kind, int(op.dims["devices"]), op.comm_bytes,
                                                 bandwidth_fraction)
     latency, transfer = op.count * latency, op.count * transfer

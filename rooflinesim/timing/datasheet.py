@@ -20,6 +20,12 @@ from .base import OpTime, TimingModel, get_op_peak_flops_per_s
 from .collectives import get_collective_time
 from .quant_kernels import QuantKernel
 
+#: (the spec's id, every field the rates and overhead are worked out from, the compute dtype, the ops' kinds and
+#: counts) -> (the spec, the stacked rates, counts and overheads of one point's op list): shared by every timing model
+#: with those numbers (a build makes new ones, and each step's speed-of-light model is new)
+_STACKED_RATES: dict = {}
+_MAX_STACKED_RATES = 256
+
 #: ops whose weights are stored in the workload's (possibly quantised) weight dtype
 QUANTISED_KINDS = frozenset({"linear", "expert_linear"})
 
@@ -98,6 +104,8 @@ class DatasheetTiming:
         element, so the same numbers); None when the ops' arrays differ in shape (price them one by one)."""
         if not ops:
             return []
+        if all(type(op.flops) is np.float64 and type(op.bytes) is np.float64 and op.kind != "dispatch" for op in ops):
+            return self._get_point_ops_times(ops, compute_dtype)
         shape = ops[0].flops.shape
         if any(op.flops.shape != shape or op.bytes.shape != shape or op.kind == "dispatch" for op in ops):
             return None
@@ -112,6 +120,25 @@ class DatasheetTiming:
         total = compute + memory - overlap * np.minimum(compute, memory) + overhead
         bound = compute > memory
         return [OpTime(compute[i], memory[i], overhead[i], total[i], bound[i]) for i in range(len(ops))]
+
+    def _get_point_ops_times(self, ops: list[OpCost], compute_dtype: str) -> list[OpTime]:
+        """`get_ops_times` at one point (every op's quantities float64 scalars): the same arithmetic over one row per
+        op, with the rates and counts of an op list of these kinds and counts worked out once."""
+        key = (id(self.hw), self.compute_fraction, self.memory_fraction, self.compute_memory_overlap,
+               self.kernel_overhead_s, tuple(self.compute_fraction_by_dtype.items()), self.quant_kernel, compute_dtype,
+               tuple((op.kind, op.count) for op in ops))
+        hit = _STACKED_RATES.get(key)
+        if hit is None or hit[0] is not self.hw:  # the spec itself is kept, so its id is never another's
+            if len(_STACKED_RATES) >= _MAX_STACKED_RATES:
+                _STACKED_RATES.clear()
+            peak, bandwidth, overlap = np.array([self._rates(op, compute_dtype) for op in ops]).T
+            counts = np.array([op.count for op in ops], dtype=float)
+            hit = _STACKED_RATES[key] = (self.hw, (peak, bandwidth, overlap, counts, counts * self.kernel_overhead_s))
+        peak, bandwidth, overlap, counts, overhead = hit[1]
+        compute = counts * np.array([op.flops for op in ops]) / peak
+        memory = counts * np.array([op.bytes for op in ops]) / bandwidth
+        total = compute + memory - overlap * np.minimum(compute, memory) + overhead
+        return list(map(OpTime, compute, memory, overhead, total, compute > memory))
 
     def get_step_overhead_s(self, num_layers: int, compute_dtype: str) -> float:
         return num_layers * self.layer_latency_s

@@ -11,7 +11,7 @@ cache-warm small-shape tables give how a cached GEMM's time grows with M (`get_w
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 
@@ -54,6 +54,8 @@ class LinearModel:
     overhead_s: float
     weight_bytes_per_element: float
     kernel_log2: float = SHAPE_KERNEL_LOG2
+    #: (K, N) -> `get_shape_weights`, filled as shapes are priced (not an input: `replace` starts a new one)
+    _weights_by_shape: dict = field(default_factory=dict, init=False, repr=False, compare=False)
 
     @classmethod
     def from_tables(cls, tables, peak_flops_per_s: float, bandwidth_bytes_per_s: float, overhead_s: float,
@@ -73,9 +75,16 @@ class LinearModel:
         return 2.0 * k * n / self.peak_flops_per_s
 
     def get_shape_weights(self, k, n) -> np.ndarray:
-        """Gaussian weight of each calibrated shape for a (K, N) weight."""
-        d2 = np.array([(np.log2(k) - np.log2(t.k)) ** 2 + (np.log2(n) - np.log2(t.n)) ** 2 for t in self.tables])
-        return np.exp(-d2 / (2 * self.kernel_log2**2))
+        """Gaussian weight of each calibrated shape for a (K, N) weight (worked out once per shape; read-only)."""
+        key = (k, n) if type(k) in (int, float) and type(n) in (int, float) else None
+        weights = self._weights_by_shape.get(key) if key is not None else None
+        if weights is None:
+            d2 = np.array([(np.log2(k) - np.log2(t.k)) ** 2 + (np.log2(n) - np.log2(t.n)) ** 2 for t in self.tables])
+            weights = np.exp(-d2 / (2 * self.kernel_log2**2))
+            if key is not None:
+                weights.setflags(write=False)
+                self._weights_by_shape[key] = weights
+        return weights
 
     def time_s(self, m, k, n) -> np.ndarray:
         m = np.asarray(m, dtype=float)
