@@ -156,7 +156,7 @@ def get_ratio_rel_sigma(num_parts: dict, num_s, den_parts: dict, den_s, sigmas: 
     cancels; a part's fit error (the same weight shape in both) moves both by its share of each,
     d ln(ratio) = sum_part e_part (share_num - share_den); per-call noise is independent between the two and adds
     in quadrature."""
-    keys = set(num_parts) | set(den_parts)
+    keys = dict.fromkeys([*num_parts, *den_parts])  # an ordered union: a set's order follows the hash seed
     share_num = {key: num_parts.get(key, 0.0) / num_s for key in keys}
     share_den = {key: den_parts.get(key, 0.0) / den_s for key in keys}
     fit = sum((sigmas.fit(key[0]) * (share_num[key] - share_den[key])) ** 2 for key in keys)

@@ -183,10 +183,10 @@ def _interval(scenario: Scenario, decode: StepCost, verify: StepCost, k, draft, 
     verify_time = np.where(k > 0, np.maximum(verify.step_time_s, decode.step_time_s), decode.step_time_s) + rule
     verify_parts = {**verify.priced_time_s, ("elementwise", "accept_rule"): rule}
     verify_families = {f: np.where(k > 0, verify_parts.get(f, 0.0), decode_families.get(f, 0.0))
-                       for f in set(verify_parts) | set(decode_families)}
+                       for f in dict.fromkeys([*verify_parts, *decode_families])}
     draft_share = (step - verify_time) / np.where(draft > 0, draft, 1.0)  # k (+ a^k for the extra pass)
     step_families = {f: verify_families.get(f, 0.0) + draft_share * draft_families.get(f, 0.0)
-                     for f in set(verify_families) | set(draft_families)}
+                     for f in dict.fromkeys([*verify_families, *draft_families])}
     speedup = get_ratio_rel_sigma(decode_families, decode.step_time_s, step_families, step, sigmas)
     return {
         "draft_rel_sigma": (get_rel_sigma(draft_families, draft, sigmas) if draft_families
