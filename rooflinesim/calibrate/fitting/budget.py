@@ -34,7 +34,7 @@ from .plan import (
 )
 
 #: the ladder, richest first; `plan_for_budget` walks down it per dtype until the run fits
-LEVELS = ("full", "full-1pass", "medium", "quick", "lean", "minimal")
+LEVELS = ("full", "full-1pass", "medium", "quick", "lean", "steady", "minimal")
 #: share of the budget the plan may fill: the estimate is a model, and the fit and the file write follow the run
 SAFETY = 0.85
 #: fitting one dtype's measurements (least squares, the decoder fit pricing every decoder's ops), s (0.1 s measured
@@ -74,6 +74,14 @@ MINIMAL_SHAPES = (WeightShape(384, 384), WeightShape(1536, 1536), WeightShape(38
 MINIMAL_M = (1, 4, 16, 64, 256)
 MINIMAL_ATTENTION_BATCH, MINIMAL_ATTENTION_CONTEXT, MINIMAL_ATTENTION_Q = (1, 12), (96, 1500), (1, 6)
 MINIMAL_ELEMENTWISE_TOKENS = (1, 40)
+#: the minimal rung's one mid-size decoder: block-768 (150 MB of fp32 weights) streams them from memory on a CPU with
+#: a last-level cache of tens of MB; block-384 (25 MB), which it had before, sat on the cache cliff, and as the only
+#: mid-size decoder of a run it pinned the in-model scale at 1.61 (2-core AMD EPYC, fp32, --quick)
+MINIMAL_BLOCK_MODELS = ("block-768",)
+#: the quick rung's two mid-size decoders, both cold in fp32 on a CPU with tens of MB of last-level cache: two widths
+#: for the in-model scale and per-layer cost; block-1536 builds in a third of block-2048's time (63 M parameters
+#: against 170 M), which a --quick run spent 2-3 s of its 22 on
+STEADY_BLOCK_MODELS = ("block-768", "block-1536")
 
 
 #: the cache-warm linear points a run that falls behind its budget still measures (the growth is read from M = 1)
@@ -134,6 +142,11 @@ def _get_generic_level_plan(level: str, dtypes, device) -> Plan:
                        elementwise_tokens=(1, 40, 256), block_models=("block-768", "block-2048"),
                        block_tokens=(StepTokens(1, 1), StepTokens(8, 1)),
                        cache_working_sets=QUICK_CACHE_WORKING_SETS)
+    if level == "steady":  # QUICK_LEVEL: lean's linear shapes and M grid, fewer costly set-ups
+        lean = _get_generic_level_plan("lean", dtypes, device)
+        return replace(lean, level=level, elementwise_specs=ELEMENTWISE_SPECS[:1],
+                       attention=replace(lean.attention, batches=(1, 6)),
+                       block_models=STEADY_BLOCK_MODELS, block_tokens=(StepTokens(1, 1),))
     if level == "minimal":
         # few configurations, but each from enough calls to survive a noisy, shared CPU
         return replace(quick, level=level, min_calls=5, min_time_s=0.0, max_call_flops=1.5e9,
@@ -141,7 +154,7 @@ def _get_generic_level_plan(level: str, dtypes, device) -> Plan:
                        attention=AttentionGrid((AttentionHeads(12, 3, 64),), MINIMAL_ATTENTION_BATCH,
                                                MINIMAL_ATTENTION_CONTEXT, MINIMAL_ATTENTION_Q),
                        elementwise_tokens=MINIMAL_ELEMENTWISE_TOKENS, elementwise_specs=ELEMENTWISE_SPECS[:1],
-                       block_models=("block-384",), block_tokens=(StepTokens(1, 1),),
+                       block_models=MINIMAL_BLOCK_MODELS, block_tokens=(StepTokens(1, 1),),
                        cache_working_sets=(int(16 * MIB),))
     raise ValueError(f"unknown calibration level {level!r}; one of {', '.join(LEVELS)}")
 
@@ -234,6 +247,17 @@ def estimate_reference_s(speed: DeviceSpeed) -> float:
     return 3 * (max(call, 0.002) + max(20 * call, 0.05))
 
 
+#: the rung every dtype of a `--quick` run measures: the same configurations on every run on a device, so that
+#: successive runs fit the same unknowns (the probe chose the rung before, and three runs in a row on the 2-core AMD
+#: EPYC got fp32 minimal / lean / lean and bf16 quick / minimal / quick, with hold-out medians of 8.5-82 %)
+QUICK_LEVEL = "steady"
+#: a `--quick` run leaves QUICK_LEVEL for the ladder only on a device this many times slower than the quick budget
+#: allows: a device class, not the run-to-run noise of the probe (its estimate moved 1.5x between quiet runs and 2.5x
+#: with two neighbours busy on a 2-core VM). A contended run may overrun the budget rather than time other shapes;
+#: its provenance records the CPU pressure
+DEVICE_CLASS_FACTOR = 4.0
+
+
 def small_m_keys(plan: Plan) -> list[LinearKey]:
     """The linear points an extra pass repeats: M <= ALWAYS_MEASURED_M, where CPU kernels saw-tooth."""
     return [key for key in plan.linear_keys() if key.m <= ALWAYS_MEASURED_M]
@@ -312,5 +336,45 @@ def plan_for_budget(budget_s: float | None, dtypes, device, speeds: dict[str, De
     return BudgetPlan(plans, cost, reference, budget_s, available + reference, over)
 
 
+def plan_for_quick(dtypes, device, speeds: dict[str, DeviceSpeed], spent_s: float = 0.0,
+                   served_shapes=()) -> BudgetPlan:
+    """`--quick`: QUICK_LEVEL for every dtype, whatever the probe says, unless the device is more than
+    DEVICE_CLASS_FACTOR times too slow for it (then the ladder below it, as `plan_for_budget`). The budget decides the
+    repetitions only: the extra small-M passes, and how many calls each configuration gets when the run falls behind
+    (`budget_action`), never which configurations are timed."""
+    dtypes = tuple(dtypes)
+    plans = {d: get_level_plan(QUICK_LEVEL, dtypes, device, served_shapes) for d in dtypes}
+    cost = {d: estimate_plan_s(plans[d], speeds[d]) for d in dtypes}
+    reference = estimate_reference_s(speeds[dtypes[0]])
+    available = QUICK_BUDGET_S * SAFETY - spent_s - reference
+    if sum(cost.values()) > DEVICE_CLASS_FACTOR * available:
+        return plan_for_budget(QUICK_BUDGET_S, dtypes, device, speeds, spent_s, start=QUICK_LEVEL,
+                               served_shapes=served_shapes)
+    for d in dtypes:  # repetitions: one extra small-M pass per dtype where it fits (deterministic in the rung)
+        one = sum(estimate_key_s(key, plans[d], speeds[d]) for key in small_m_keys(plans[d]))
+        if sum(cost.values()) + one <= available:
+            plans[d] = replace(plans[d], small_m_extra_passes=1)
+            cost[d] = estimate_plan_s(plans[d], speeds[d])
+    return BudgetPlan(plans, cost, reference, QUICK_BUDGET_S, available + reference,
+                      sum(cost.values()) > available)
+
+
+def budget_action(now_s: float, deadline_s: float, left_s: float, essential_left_s: float, job_s: float,
+                  essential: bool, slowdown: float, hurry_first: bool, hurried: bool) -> str:
+    """What a run that may be behind its budget does with its next job: 'run' it, 'hurry' (run it, and everything
+    from here on with fewer calls) or 'skip' it. `left_s` / `essential_left_s`: the expected seconds of all / the
+    essential jobs not yet run (this one in `left_s`, not in `essential_left_s`); `slowdown`: measured over expected
+    so far. `hurry_first` (--quick): as soon as the whole rest would overrun, every configuration gets fewer calls,
+    so the run still times the configurations every other run times; a non-essential one is skipped only when even
+    the essential ones would overrun (without `hurry_first`, the only rule)."""
+    slowdown = max(slowdown, 1.0)
+    if hurry_first and not hurried and now_s + left_s * slowdown > deadline_s:
+        return "hurry"
+    late = now_s + (essential_left_s + job_s) * slowdown > deadline_s
+    if late and not essential:
+        return "skip"
+    return "hurry" if late and not hurried else "run"
+
+
 __all__ = ["LEVELS", "QUICK_BUDGET_S", "BudgetPlan", "DeviceSpeed", "estimate_key_s", "estimate_plan_s",
-           "get_level_plan", "plan_for_budget"]
+           "get_level_plan", "plan_for_budget", "plan_for_quick", "budget_action"]
