@@ -78,6 +78,9 @@ MINIMAL_ELEMENTWISE_TOKENS = (1, 40)
 #: a last-level cache of tens of MB; block-384 (25 MB), which it had before, sat on the cache cliff, and as the only
 #: mid-size decoder of a run it pinned the in-model scale at 1.61 (2-core AMD EPYC, fp32, --quick)
 MINIMAL_BLOCK_MODELS = ("block-768",)
+#: the minimal rung's cache-reuse points below its pool: with 16 MiB alone the curve ran straight from there to the
+#: 512 MiB pool and priced block-768's 150 MB of fp32 weights a third warm, which left it out of the scale's fit
+MINIMAL_CACHE_WORKING_SETS = (int(16 * MIB), int(64 * MIB))
 #: the quick rung's two mid-size decoders, both cold in fp32 on a CPU with tens of MB of last-level cache: two widths
 #: for the in-model scale and per-layer cost; block-1536 builds in a third of block-2048's time (63 M parameters
 #: against 170 M), which a --quick run spent 2-3 s of its 22 on
@@ -155,7 +158,7 @@ def _get_generic_level_plan(level: str, dtypes, device) -> Plan:
                                                MINIMAL_ATTENTION_CONTEXT, MINIMAL_ATTENTION_Q),
                        elementwise_tokens=MINIMAL_ELEMENTWISE_TOKENS, elementwise_specs=ELEMENTWISE_SPECS[:1],
                        block_models=MINIMAL_BLOCK_MODELS, block_tokens=(StepTokens(1, 1),),
-                       cache_working_sets=(int(16 * MIB),))
+                       cache_working_sets=MINIMAL_CACHE_WORKING_SETS)
     raise ValueError(f"unknown calibration level {level!r}; one of {', '.join(LEVELS)}")
 
 
@@ -251,13 +254,6 @@ def estimate_reference_s(speed: DeviceSpeed) -> float:
 #: successive runs fit the same unknowns (the probe chose the rung before, and three runs in a row on the 2-core AMD
 #: EPYC got fp32 minimal / lean / lean and bf16 quick / minimal / quick, with hold-out medians of 8.5-82 %)
 QUICK_LEVEL = "steady"
-#: a `--quick` run leaves QUICK_LEVEL for the ladder only on a device this many times slower than the quick budget
-#: allows: a device class, not the run-to-run noise of the probe (its estimate moved 1.5x between quiet runs and 2.5x
-#: with two neighbours busy on a 2-core VM). A contended run may overrun the budget rather than time other shapes;
-#: its provenance records the CPU pressure
-DEVICE_CLASS_FACTOR = 4.0
-
-
 def small_m_keys(plan: Plan) -> list[LinearKey]:
     """The linear points an extra pass repeats: M <= ALWAYS_MEASURED_M, where CPU kernels saw-tooth."""
     return [key for key in plan.linear_keys() if key.m <= ALWAYS_MEASURED_M]
@@ -279,7 +275,8 @@ class BudgetPlan:
     reference_s: float  # the drift reference, s
     budget_s: float | None  # None: no budget (the full ladder rung)
     available_s: float  # what the plans were sized to (budget x SAFETY - time already spent), s
-    over_budget: bool  # even the smallest rung does not fit: the run takes longer than asked
+    over_budget: bool  # even the smallest rung (or the fixed --quick one) does not fit: it takes longer than asked
+    fixed: bool = False  # --quick's one rung (`plan_for_quick`), not a rung of the ladder
 
     @property
     def total_s(self) -> float:
@@ -288,7 +285,8 @@ class BudgetPlan:
     def describe(self) -> str:
         levels = ", ".join(f"{d} {p.level}" + (f" (+{p.small_m_extra_passes} small-M passes)"
                                                 if p.small_m_extra_passes else "") for d, p in self.plans.items())
-        note = " - over the budget even at the smallest plan" if self.over_budget else ""
+        note = ("" if not self.over_budget else " - over the budget: fewer calls per configuration when behind"
+                if self.fixed else " - over the budget even at the smallest plan")
         budget = f" of a {self.budget_s:.0f} s budget" if self.budget_s is not None else ""
         return f"expected {self.total_s:.0f} s{budget}: {levels}{note}"
 
@@ -338,41 +336,46 @@ def plan_for_budget(budget_s: float | None, dtypes, device, speeds: dict[str, De
 
 def plan_for_quick(dtypes, device, speeds: dict[str, DeviceSpeed], spent_s: float = 0.0,
                    served_shapes=()) -> BudgetPlan:
-    """`--quick`: QUICK_LEVEL for every dtype, whatever the probe says, unless the device is more than
-    DEVICE_CLASS_FACTOR times too slow for it (then the ladder below it, as `plan_for_budget`). The budget decides the
-    repetitions only: the extra small-M passes, and how many calls each configuration gets when the run falls behind
-    (`budget_action`), never which configurations are timed."""
+    """`--quick`: QUICK_LEVEL for every dtype, whatever the probe says (the ladder is for `--budget`): under two or
+    three busy neighbours on a 2-core VM the probe's estimate of one plan moved 8x between runs a minute apart, and
+    a rung chosen from it would be a measure of the neighbours. The budget decides the repetitions only: an extra
+    small-M pass where it fits, and fewer calls per configuration when the run falls behind (`budget_action`)."""
     dtypes = tuple(dtypes)
     plans = {d: get_level_plan(QUICK_LEVEL, dtypes, device, served_shapes) for d in dtypes}
     cost = {d: estimate_plan_s(plans[d], speeds[d]) for d in dtypes}
     reference = estimate_reference_s(speeds[dtypes[0]])
     available = QUICK_BUDGET_S * SAFETY - spent_s - reference
-    if sum(cost.values()) > DEVICE_CLASS_FACTOR * available:
-        return plan_for_budget(QUICK_BUDGET_S, dtypes, device, speeds, spent_s, start=QUICK_LEVEL,
-                               served_shapes=served_shapes)
-    for d in dtypes:  # repetitions: one extra small-M pass per dtype where it fits (deterministic in the rung)
+    for d in dtypes:  # one extra small-M pass per dtype where it fits
         one = sum(estimate_key_s(key, plans[d], speeds[d]) for key in small_m_keys(plans[d]))
         if sum(cost.values()) + one <= available:
             plans[d] = replace(plans[d], small_m_extra_passes=1)
             cost[d] = estimate_plan_s(plans[d], speeds[d])
     return BudgetPlan(plans, cost, reference, QUICK_BUDGET_S, available + reference,
-                      sum(cost.values()) > available)
+                      sum(cost.values()) > available, fixed=True)
+
+
+#: a `--quick` run that has already cut its calls skips configurations only once it would otherwise overrun its
+#: budget this many times over: under two or three busy neighbours on a 2-core VM (CPU pressure 98 %) the skipping
+#: took 151 configurations out of one run and none out of the next, so successive runs fitted different unknowns
+QUICK_SKIP_STRETCH = 2.0
 
 
 def budget_action(now_s: float, deadline_s: float, left_s: float, essential_left_s: float, job_s: float,
-                  essential: bool, slowdown: float, hurry_first: bool, hurried: bool) -> str:
+                  essential: bool, slowdown: float, hurry_first: bool, hurried: bool, started_s: float = 0.0) -> str:
     """What a run that may be behind its budget does with its next job: 'run' it, 'hurry' (run it, and everything
     from here on with fewer calls) or 'skip' it. `left_s` / `essential_left_s`: the expected seconds of all / the
     essential jobs not yet run (this one in `left_s`, not in `essential_left_s`); `slowdown`: measured over expected
-    so far. `hurry_first` (--quick): as soon as the whole rest would overrun, every configuration gets fewer calls,
-    so the run still times the configurations every other run times; a non-essential one is skipped only when even
-    the essential ones would overrun (without `hurry_first`, the only rule)."""
+    so far. Without `hurry_first`, a non-essential job is skipped as soon as finishing the essential ones would
+    overrun `deadline_s`, and the rest hurry only when even those would. `hurry_first` (--quick): every configuration
+    gets fewer calls as soon as the whole rest would overrun, and a non-essential one is skipped only past a deadline
+    QUICK_SKIP_STRETCH times as far from `started_s`, so that runs time the same configurations."""
     slowdown = max(slowdown, 1.0)
     if hurry_first and not hurried and now_s + left_s * slowdown > deadline_s:
         return "hurry"
-    late = now_s + (essential_left_s + job_s) * slowdown > deadline_s
-    if late and not essential:
+    skip_deadline_s = started_s + (deadline_s - started_s) * QUICK_SKIP_STRETCH if hurry_first else deadline_s
+    if not essential and now_s + (essential_left_s + job_s) * slowdown > skip_deadline_s:
         return "skip"
+    late = now_s + (essential_left_s + job_s) * slowdown > deadline_s
     return "hurry" if late and not hurried else "run"
 
 

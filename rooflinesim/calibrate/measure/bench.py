@@ -222,7 +222,7 @@ def run_calibration(device: Device, dtypes, quick: bool, command: str, seed: int
                 if deadline is not None:
                     slowdown = max(1.0, pace[1] / pace[0]) if pace[0] > 0 else 1.0
                     action = budget_action(t0, deadline, all_left + c, essential_left, c, essential, slowdown,
-                                           hurry_first=quick, hurried=contexts[d].hurry)
+                                           hurry_first=quick, hurried=contexts[d].hurry, started_s=started)
                     if action == "skip":
                         skipped += 1
                         bar.advance(task, c)
