@@ -294,6 +294,12 @@ def fit_overheads(dtype: str, profile: DtypeProfile, results: Results, in_model_
     if in_model_layer and len(cold_models) >= MIN_IN_MODEL_LAYER_MODELS:
         features["block_layers"] = layers * np.array(cold)
     bounds = {"per_op": (1.0, 1.0) if scale_fixed else IN_MODEL_SCALE_BOUNDS} if block_models else None
+    if "block_layers" in features:
+        # at most what a cold mid-size decoder's layer costs in its ops: a contended --quick run fitted 19 ms per
+        # layer beside a scale at its lower bound (2-core AMD EPYC at CPU pressure 98 %); full calibrations fit
+        # 0.27-0.49 ms there, against about 2 ms of ops per layer of block-768 (fp32, batch 1)
+        bounds["block_layers"] = (0.0, float(min(p / n for p, n, c in zip(per_op, layers, cold)
+                                                 if c > 1.0 - WARM_BLOCK)))
     fit = fit_affine(features, measured, bounds=bounds)
     # only tiny decoders: a scale outside [0.2, 5] means they measured something else than their ops
     scale = min(max(fit.coefficients["per_op"], 0.2), 5.0)
