@@ -228,7 +228,11 @@ def estimate_key_s(key: MeasurementKey, plan: Plan, speed: DeviceSpeed) -> float
     if isinstance(key, SamplerKey):  # float64 probabilities, a few passes over them and ~20 small calls
         rows = key.batch * (key.positions + 1)
         call = 6 * rows * key.vocab * 8 / speed.gemv_bandwidth_bytes_per_s + 20 * speed.call_overhead_s
-        return JOB_SETUP_S + _timed_s(call, plan)
+        # every timed call follows an untimed decode step of the tiny decoder (`benchmarks.sampler`): the family
+        # took 0.5-0.7 s against 0.3 s planned in quiet --quick runs, 9-10 s under two busy neighbours
+        before, _ = _decoder_forward_s(DecoderKey(OVERHEAD_MODELS[0], 1, 1), dtype, speed)
+        calls = min(MAX_CALLS, max(plan.min_calls, math.ceil(plan.min_time_s / max(call + before, 1e-9))))
+        return JOB_SETUP_S + _timed_s(call, plan) + (calls + 1) * before
     raise TypeError(f"no cost model for {key!r}")
 
 
