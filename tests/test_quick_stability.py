@@ -219,3 +219,26 @@ def test_a_single_slow_reference_reading_gets_a_second_look():
     assert take_reference(watch, lambda: next(lasting)) == 0.64
     calls = []
     assert take_reference(watch, lambda: calls.append(1) or 0.476) == 0.476 and len(calls) == 1  # at speed: one
+
+
+def test_a_slow_reading_of_the_cold_pool_does_not_lift_the_cache_curve():
+    """The cache curve's cold end is the pool point; one reading of it slowed by 37 % made every working set from
+    64 to 256 MiB look 1.37x warm (q3 of 07:49, bf16). The bandwidth sweep over the same pool times the same cold
+    streaming, and the faster of the two is the cold end."""
+    from rooflinesim.calibrate.fitting.fit import RooflineFit
+    from rooflinesim.calibrate.fitting.fit_profile import _fit_cache_reuse
+    from rooflinesim.calibrate.fitting.measurements import CacheKey
+    from rooflinesim.calibrate.fitting.plan import CACHE_SHAPE
+
+    mib, size, bw = 2**20, 2, 25e9
+    cold_s = CACHE_SHAPE[0] * CACHE_SHAPE[1] * size / bw
+    results = Results()
+    for working_set, t in ((16, cold_s / 1.6), (64, cold_s), (128, cold_s), (256, cold_s), (512, 1.37 * cold_s)):
+        results.add(CacheKey(working_set * mib), Timing((t,) * 3))
+    roof = RooflineFit(1e12, bw, 0.0, 0.0)
+    lifted = _fit_cache_reuse("bf16", results, roof)
+    assert lifted.speedup[1] == pytest.approx(1.37)
+    fixed = _fit_cache_reuse("bf16", results, roof, gemv_bw=bw)
+    assert fixed.speedup[1:] == pytest.approx((1.0,) * 4) and fixed.speedup[0] == pytest.approx(1.6)
+    # a sweep slower than the pool point (the usual case) leaves the curve as the pool measured it
+    assert _fit_cache_reuse("bf16", results, roof, gemv_bw=bw / 2).speedup == lifted.speedup
