@@ -242,3 +242,52 @@ def test_a_slow_reading_of_the_cold_pool_does_not_lift_the_cache_curve():
     assert fixed.speedup[1:] == pytest.approx((1.0,) * 4) and fixed.speedup[0] == pytest.approx(1.6)
     # a sweep slower than the pool point (the usual case) leaves the curve as the pool measured it
     assert _fit_cache_reuse("bf16", results, roof, gemv_bw=bw / 2).speedup == lifted.speedup
+
+
+def _linear_results(stalls: dict) -> Results:
+    """A saw-toothed table vs M for two shapes (M up to 64), with `stalls` {(shape index, m): factor}."""
+    from rooflinesim.calibrate.fitting.measurements import LinearKey
+
+    results = Results()
+    for i, (k, n) in enumerate(((384, 384), (1536, 4096))):
+        base = k * n * 4 / 20e9
+        for m in (1, 2, 3, 4, 6, 8, 12, 16, 32, 64):
+            t = base * (1.0 + 0.08 * m) * (1.3 if m in (4, 12) else 1.0) * stalls.get((i, m), 1.0)
+            results.add(LinearKey(k, n, m), Timing((t,) * 5))
+    return results
+
+
+def test_a_stalled_linear_point_is_found_and_timed_again_the_saw_tooth_is_not():
+    """q3 of 07:54 (fp32): 384 x 384 at M = 12 took 13.5 ms against 0.04-0.06 ms at M = 8 and 16, and priced the
+    project's batch-8 steps up to 5x too slow."""
+    from rooflinesim.calibrate.fitting.measurements import LinearKey, find_stalled_linear_points
+    from rooflinesim.calibrate.measure.drift import retime_stalled
+
+    assert find_stalled_linear_points(_linear_results({})) == []  # a 1.3x saw-tooth is not a stall
+    stalled = _linear_results({(0, 12): 250.0, (1, 4): 14.0, (1, 64): 10.0})
+    assert find_stalled_linear_points(stalled) == [LinearKey(384, 384, 12), LinearKey(1536, 4096, 4)]  # M <= 16
+
+    class Job:
+        def __init__(self, t):
+            self.t = t
+
+        def run(self):
+            return Timing((self.t,) * 5)
+
+    clean = _linear_results({})
+    jobs = {("fp32", key): Job(clean.timing(key).estimate_s) for key in clean.keys_of(LinearKey)}
+    results = {"fp32": stalled}
+    assert retime_stalled(results, jobs, find_stalled_linear_points, 0.015, lambda d, key: 0.01) == 1  # budget: one
+    assert len(find_stalled_linear_points(stalled)) == 1
+    assert retime_stalled(results, jobs, find_stalled_linear_points, 1.0, lambda d, key: 0.01) == 1
+    assert find_stalled_linear_points(stalled) == []
+    assert stalled.timing(LinearKey(384, 384, 12)).estimate_s == clean.timing(LinearKey(384, 384, 12)).estimate_s
+
+
+def test_the_fit_leaves_a_stalled_point_out_of_its_table():
+    from rooflinesim.calibrate.fitting.fit_profile import _fit_linear
+    from rooflinesim.calibrate.fitting.plan import WeightShape
+
+    plan = types.SimpleNamespace(all_linear_shapes=(WeightShape(384, 384), WeightShape(1536, 4096)))
+    tables, _, _ = _fit_linear("fp32", _linear_results({(0, 12): 250.0}), plan, 20e9)
+    assert 12 not in tables[0].m and 8 in tables[0].m and 12 in tables[1].m

@@ -31,6 +31,7 @@ from ...units import GIGA, get_dtype_bytes
 from .fit import AffineResult, RooflineFit, fit_affine, fit_roofline
 from .measurements import (
     AttentionKey, CacheKey, DecoderKey, ElementwiseKey, LinearKey, Results, SamplerKey, WarmLinearKey,
+    find_stalled_linear_points,
 )
 from .plan import (
     CACHE_SHAPE, DECODER_CONTEXT, OVERHEAD_MODELS, Plan, elementwise_step_split, get_decoder_spec, synthetic_spec,
@@ -62,10 +63,11 @@ def _fit_linear(dtype: str, results: Results, plan: Plan, gemv_bw: float, probe_
     weight_bytes = get_dtype_bytes(dtype)
     tables = []
     flops, bytes_, times_s = [], [], []
+    stalled = set(find_stalled_linear_points(results))  # still stalled after re-timing: the table interpolates
     for shape in plan.all_linear_shapes:
         k, n = shape
         rows = sorted((key.m, results.timing(key)) for key in results.keys_of(LinearKey)
-                      if (key.in_features, key.out_features) == (k, n))
+                      if (key.in_features, key.out_features) == (k, n) and key not in stalled)
         if not rows:
             continue
         ms = tuple(int(m) for m, _ in rows)
@@ -205,6 +207,7 @@ def fit_dtype(dtype: str, results: Results, copy_bw: float, gemv_bw: float, plan
             tables, roof.peak_flops_per_s, gemv_bw, roof.overhead_s, get_dtype_bytes(dtype))),
         "attention_median_spread": _median_spread(results, AttentionKey),
         "elementwise_median_spread": _median_spread(results, ElementwiseKey),
+        "linear_stalled_points_left_out": float(len(find_stalled_linear_points(results))),
         # 1: the fitted peak sits at a bound of the probe's prior (the compute-bound points measured contention)
         "linear_peak_at_probe_bound": float(bool(probe_gemm_flops_per_s) and min(
             abs(np.log(roof.peak_flops_per_s * PEAK_PRIOR_FACTOR ** sign / probe_gemm_flops_per_s))

@@ -44,9 +44,9 @@ from ...units import MIB, MILLI, normalize_dtype
 from .benchmarks import JOB_FAMILIES, BenchContext, Job
 from .anchor import ANCHOR_TOLERANCE, Anchor
 from .benchmarks.bandwidth import copy_bandwidth, gemv_bandwidth, reference_gemv
-from .drift import DriftWatch, retime_affected, take_reference as take_drift_reference
+from .drift import DriftWatch, retime_affected, retime_stalled, take_reference as take_drift_reference
 from ..fitting.fit_profile import fit_dtype
-from ..fitting.measurements import DRIFT_FLAG, Results
+from ..fitting.measurements import DRIFT_FLAG, Results, find_stalled_linear_points
 from .probe import probe_speed
 from ..fitting.budget import (
     FIT_S, QUICK_BUDGET_S, budget_action, estimate_fixed_s, estimate_key_s, get_level_plan, is_essential,
@@ -254,6 +254,13 @@ def run_calibration(device: Device, dtypes, quick: bool, command: str, seed: int
                      if deadline is not None else 0.25 * (time.perf_counter() - started))
         retimed = retime_affected(watch, results, lambda job: job.run(), time_left, take_reference,
                                   slowdown=pace[1] / pace[0] if pace[0] > 0 else 1.0)
+        # single configurations timed during a stall (far off their neighbours in M): timed again while time is left
+        slowdown = max(1.0, pace[1] / pace[0]) if pace[0] > 0 else 1.0
+        time_left = (started + budget.budget_s - spent_s - FIT_S * len(dtypes) - time.perf_counter()
+                     if deadline is not None else 0.05 * (time.perf_counter() - started))
+        jobs_by_key = {(d, job.key): job for r in rounds for d, job, _, _ in r}
+        stalls_retimed = retime_stalled(results, jobs_by_key, find_stalled_linear_points, time_left,
+                                        lambda d, key: cost(d, key) * slowdown)
         if retimed["retimed"]:
             reference.append(watch.refs[-1])
             console.print(f"drift: {retimed['retimed']} configurations of {retimed['segments']} segment(s) measured "
@@ -277,6 +284,9 @@ def run_calibration(device: Device, dtypes, quick: bool, command: str, seed: int
                    f"timed again ({retimed['segments']} segment(s) off by more than {DRIFT_FLAG:.0%}), "
                    f"{retimed['left']} left as measured; {drift:.0%} over the samples kept. "
                    if retimed["retimed"] or retimed["left"] else "")
+    if stalls_retimed:
+        retime_note += (f"{stalls_retimed} linear configurations timed again: far slower than their neighbours in M "
+                        "(a stall). ")
     return build_profile_spec(device, profiles, plans, command, duration, drift, tuple(float(r) for r in reference),
                               budget, skipped, pressure, anchors, tuple(spec.name for spec in shapes_of),
                               retime_note)

@@ -109,3 +109,22 @@ def retime_affected(watch: DriftWatch, results: dict, run_job, time_left_s: floa
     if retimed:
         watch.checkpoint(measure_reference())
     return {"segments": len(chosen), "retimed": retimed, "left": left}
+
+
+def retime_stalled(results: dict, jobs: dict, find_stalled, time_left_s: float, expected_s) -> int:
+    """Time again the configurations `find_stalled(results[dtype])` names (a point far off its neighbours, which
+    the reference between segments did not see), as far as `time_left_s` allows, replacing their samples.
+
+    `jobs`: (dtype, key) -> job with `run()` -> Timing; `expected_s(dtype, key)`: its expected seconds (with the
+    run's slowdown). Returns how many were re-timed; the fit leaves out those still stalled."""
+    retimed, spent = 0, 0.0
+    for dtype, res in results.items():
+        for key in find_stalled(res):
+            job = jobs.get((dtype, key))
+            cost = expected_s(dtype, key)
+            if job is None or spent + cost > time_left_s:
+                continue
+            res.samples[key] = list(job.run().samples)
+            spent += cost
+            retimed += 1
+    return retimed
