@@ -132,7 +132,7 @@ def run_calibration(device: Device, dtypes, quick: bool, command: str, seed: int
     else:
         probe_plan = get_level_plan("quick", dtypes, device)
         speeds = {d: probe_speed(BenchContext(device, d, probe_plan, timer)) for d in dtypes}
-        if quick and budget_s is None:  # the same rung on every run (the ladder only for a far slower device)
+        if quick and budget_s is None:  # the same rung on every run (the ladder is for --budget)
             budget = plan_for_quick(dtypes, device, speeds, spent_s=spent_s + time.perf_counter() - started,
                                     served_shapes=served)
         else:
