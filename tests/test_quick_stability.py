@@ -291,3 +291,19 @@ def test_the_fit_leaves_a_stalled_point_out_of_its_table():
     plan = types.SimpleNamespace(all_linear_shapes=(WeightShape(384, 384), WeightShape(1536, 4096)))
     tables, _, _ = _fit_linear("fp32", _linear_results({(0, 12): 250.0}), plan, 20e9)
     assert 12 not in tables[0].m and 8 in tables[0].m and 12 in tables[1].m
+
+
+def test_one_row_per_mid_size_decoder_fits_no_in_model_layer_cost():
+    """Two cold mid-size decoders at batch 1 only: two timings for two unknowns, solved exactly, so one contended
+    row moved the per-layer cost to 1.8 ms (q2 of 08:02, fp32). The cost is fitted from three rows up, as the quick
+    rung's batch 1 and 8 give."""
+    rng = np.random.default_rng(2)
+    profile, results = _decoder_results(("block-768", "block-1536"), 1.05, 100e-6, 40e-6, rng,
+                                        slow_rows=(("block-768", 1, 1),))
+    one_row = Results()
+    for key in results.keys_of(DecoderKey):
+        if key.name.startswith("overhead") or key.batch == 1:
+            one_row.samples[key] = results.samples[key]
+    assert fit_overheads("fp32", profile, one_row).in_model_layer_overhead_s == 0.0
+    plan = get_level_plan(QUICK_LEVEL, ("fp32",), CPU)
+    assert len([key for key in plan.decoder_keys() if not key.name.startswith("overhead")]) >= 3

@@ -149,7 +149,7 @@ def _get_generic_level_plan(level: str, dtypes, device) -> Plan:
         lean = _get_generic_level_plan("lean", dtypes, device)
         return replace(lean, level=level, elementwise_specs=ELEMENTWISE_SPECS[:1],
                        attention=replace(lean.attention, batches=(1, 6)),
-                       block_models=STEADY_BLOCK_MODELS, block_tokens=(StepTokens(1, 1),))
+                       block_models=STEADY_BLOCK_MODELS, block_tokens=(StepTokens(1, 1), StepTokens(8, 1)))
     if level == "minimal":
         # few configurations, but each from enough calls to survive a noisy, shared CPU
         return replace(quick, level=level, min_calls=5, min_time_s=0.0, max_call_flops=1.5e9,

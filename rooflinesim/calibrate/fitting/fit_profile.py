@@ -236,6 +236,10 @@ MIN_COLD_BLOCK_ROWS = 2
 #: the CI smoke plan's block-384 + block-1536, one row each, fitted a cost that priced its validation worse than the
 #: roofline)
 MIN_IN_MODEL_LAYER_MODELS = 2
+#: ... and at least this many cold mid-size rows: with one row per model, the scale and the per-layer cost are solved
+#: exactly from two timings, and one contended row moved the cost to 1.8 ms per layer where runs a minute apart
+#: fitted 0.3 ms (--quick, 2-core AMD EPYC, fp32); a third row leaves a residual to average over
+MIN_IN_MODEL_LAYER_ROWS = 3
 #: the in-model scale's prior range when mid-size decoders fit it. Full calibrations gave 1.02-1.16 (2-core Xeon and
 #: AMD EPYC VMs, fp32 and bf16); --quick runs under contention gave 0.53-1.64, each with an in-model per-layer cost
 #: that made up the difference (0.53 with 5.1 ms per layer): the two unknowns trade off on two or three decoders,
@@ -302,7 +306,8 @@ def fit_overheads(dtype: str, profile: DtypeProfile, results: Results, in_model_
     measured = np.array([r[2] for r in rows])
     cold_models = {name for name, b, c in zip(names, is_block, cold) if b and c > 1.0 - WARM_BLOCK}
     features = {"per_op": per_op, "layers": layers}
-    if in_model_layer and len(cold_models) >= MIN_IN_MODEL_LAYER_MODELS:
+    cold_rows = sum(b and c > 1.0 - WARM_BLOCK for b, c in zip(is_block, cold))
+    if in_model_layer and len(cold_models) >= MIN_IN_MODEL_LAYER_MODELS and cold_rows >= MIN_IN_MODEL_LAYER_ROWS:
         features["block_layers"] = layers * np.array(cold)
     bounds = {"per_op": (1.0, 1.0) if scale_fixed else IN_MODEL_SCALE_BOUNDS} if block_models else None
     if "block_layers" in features:
