@@ -88,17 +88,22 @@ def test_a_quick_run_that_falls_behind_hurries_before_it_skips(now, left, essent
     quick = budget_action(now, deadline, left, essential_left, job, essential, slowdown, True, hurried)
     ladder = budget_action(now, deadline, left, essential_left, job, essential, slowdown, False, hurried)
     essential_end = now + (essential_left + job) * max(slowdown, 1.0)
-    late_all = now + left * max(slowdown, 1.0) > deadline
+    late_all = now + left * slowdown > deadline  # --quick trusts a measured pace below the probe's estimate
     if ladder == "skip":  # only a non-essential job, once the essential ones are late
         assert not essential and essential_end > deadline
     if quick == "skip":  # --quick: only once the essential ones would overrun the budget twice over
-        assert not essential and essential_end > QUICK_SKIP_STRETCH * deadline and ladder == "skip"
+        assert not essential and now + (essential_left + job) * slowdown > QUICK_SKIP_STRETCH * deadline
+        assert ladder == "skip"
     if hurried:
         assert "hurry" not in (quick, ladder)
     elif late_all:
         assert quick == "hurry"  # --quick: fewer calls for everything before any configuration is skipped
-        if essential_end <= deadline:
-            assert ladder == "run"  # the ladder keeps its calls until the essential ones are late
+    if not hurried and now + left * max(slowdown, 1.0) > deadline and essential_end <= deadline:
+        assert ladder == "run"  # the ladder keeps its calls until the essential ones are late
+    # a probe that overestimated the plan (measured pace below 1) skips nothing while the measured pace fits
+    if slowdown < 1.0 and now + (essential_left + job) * slowdown <= QUICK_SKIP_STRETCH * deadline:
+        assert quick != "skip"
+    assert budget_action(0.0, deadline, 1e9, 1e9, 1.0, False, 0.0, True, False) == "run"  # before any job ran
 
 
 # --- fits a contended row cannot push out ------------------------------------------------------------------------------

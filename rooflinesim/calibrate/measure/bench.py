@@ -219,8 +219,9 @@ def run_calibration(device: Device, dtypes, quick: bool, command: str, seed: int
                     bar.advance(task, ref_cost)
                 t0 = time.perf_counter()
                 all_left -= c
-                if deadline is not None:
-                    slowdown = max(1.0, pace[1] / pace[0]) if pace[0] > 0 else 1.0
+                if deadline is not None:  # --quick trusts the pace measured so far over the probe's estimate
+                    slowdown = (pace[1] / pace[0] if pace[0] > 0 else 0.0) if quick else \
+                        (max(1.0, pace[1] / pace[0]) if pace[0] > 0 else 1.0)
                     action = budget_action(t0, deadline, all_left + c, essential_left, c, essential, slowdown,
                                            hurry_first=quick, hurried=contexts[d].hurry, started_s=started)
                     if action == "skip":
