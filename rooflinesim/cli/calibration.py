@@ -106,6 +106,13 @@ def cmd_calibrate(args) -> int:
               f"{prof.copy_bandwidth_bytes_per_s / GIGA:.1f} GB/s, GEMM peak {prof.peak_flops_per_s / GIGA:.0f} GFLOP/s, "
               f"{format_layer_overheads(prof.layer_overhead_s, prof.in_model_layer_overhead_s)}in-model scale "
               f"{prof.in_model_scale:.2f}")
+    for dtype, prof in spec.measured.dtypes.items():  # where a prior, not the measurements, set a term
+        if prof.residuals.get("decoder_fit_scale_prior") == 1.0:
+            print(f"warning: {dtype}: no mid-size decoder streamed its weights from memory; the in-model scale is "
+                  "kept at 1", file=sys.stderr)
+        if prof.residuals.get("linear_peak_at_probe_bound") == 1.0:
+            print(f"warning: {dtype}: the fitted GEMM peak is at the limit of the device probe's (x2): the "
+                  "compute-bound points were measured under contention", file=sys.stderr)
     if "re-run in a quiet window" in prov.notes:
         print("warning: the CPU was contended by other processes during the run (see the profile's notes); "
               "numbers from a quiet window are more reproducible", file=sys.stderr)

@@ -37,7 +37,7 @@ from .plan import (
 )
 
 #: the ladder, richest first; `plan_for_budget` walks down it per dtype until the run fits
-LEVELS = ("full", "full-1pass", "medium", "quick", "lean", "minimal")
+LEVELS = ("full", "full-1pass", "medium", "quick", "lean", "steady", "minimal")
 #: share of the budget the plan may fill: the estimate is a model, and the fit and the file write follow the run
 SAFETY = 0.85
 #: fitting one dtype's measurements (least squares, the decoder fit pricing every decoder's ops), s (0.1 s measured
@@ -77,6 +77,17 @@ MINIMAL_SHAPES = (WeightShape(384, 384), WeightShape(1536, 1536), WeightShape(38
 MINIMAL_M = (1, 4, 16, 64, 256)
 MINIMAL_ATTENTION_BATCH, MINIMAL_ATTENTION_CONTEXT, MINIMAL_ATTENTION_Q = (1, 12), (96, 1500), (1, 6)
 MINIMAL_ELEMENTWISE_TOKENS = (1, 40)
+#: the minimal rung's one mid-size decoder: block-768 (150 MB of fp32 weights) streams them from memory on a CPU with
+#: a last-level cache of tens of MB; block-384 (25 MB), which it had before, sat on the cache cliff, and as the only
+#: mid-size decoder of a run it pinned the in-model scale at 1.61 (2-core AMD EPYC, fp32, --quick)
+MINIMAL_BLOCK_MODELS = ("block-768",)
+#: the minimal rung's cache-reuse points below its pool: with 16 MiB alone the curve ran straight from there to the
+#: 512 MiB pool and priced block-768's 150 MB of fp32 weights a third warm, which left it out of the scale's fit
+MINIMAL_CACHE_WORKING_SETS = (int(16 * MIB), int(64 * MIB))
+#: the quick rung's two mid-size decoders, both cold in fp32 on a CPU with tens of MB of last-level cache: two widths
+#: for the in-model scale and per-layer cost; block-1536 builds in a third of block-2048's time (63 M parameters
+#: against 170 M), which a --quick run spent 2-3 s of its 22 on
+STEADY_BLOCK_MODELS = ("block-768", "block-1536")
 
 
 #: the cache-warm linear points a run that falls behind its budget still measures (the growth is read from M = 1)
@@ -139,6 +150,11 @@ def _get_generic_level_plan(level: str, dtypes, device) -> Plan:
                        elementwise_tokens=(1, 40, 256), block_models=("block-768", "block-2048"),
                        block_tokens=(StepTokens(1, 1), StepTokens(8, 1)),
                        cache_working_sets=QUICK_CACHE_WORKING_SETS)
+    if level == "steady":  # QUICK_LEVEL: lean's linear shapes and M grid, fewer costly set-ups
+        lean = _get_generic_level_plan("lean", dtypes, device)
+        return replace(lean, level=level, elementwise_specs=ELEMENTWISE_SPECS[:1],
+                       attention=replace(lean.attention, batches=(1, 6)),
+                       block_models=STEADY_BLOCK_MODELS, block_tokens=(StepTokens(1, 1), StepTokens(8, 1)))
     if level == "minimal":
         # few configurations, but each from enough calls to survive a noisy, shared CPU
         return replace(quick, level=level, min_calls=5, min_time_s=0.0, max_call_flops=1.5e9,
@@ -146,8 +162,8 @@ def _get_generic_level_plan(level: str, dtypes, device) -> Plan:
                        attention=AttentionGrid((AttentionHeads(12, 3, 64),), MINIMAL_ATTENTION_BATCH,
                                                MINIMAL_ATTENTION_CONTEXT, MINIMAL_ATTENTION_Q),
                        elementwise_tokens=MINIMAL_ELEMENTWISE_TOKENS, elementwise_specs=ELEMENTWISE_SPECS[:1],
-                       block_models=("block-384",), block_tokens=(StepTokens(1, 1),),
-                       cache_working_sets=(int(16 * MIB),), kv_concat_bytes=QUICK_KV_CONCAT_BYTES[:2])
+                       block_models=MINIMAL_BLOCK_MODELS, block_tokens=(StepTokens(1, 1),),
+                       cache_working_sets=MINIMAL_CACHE_WORKING_SETS, kv_concat_bytes=QUICK_KV_CONCAT_BYTES[:2])
     raise ValueError(f"unknown calibration level {level!r}; one of {', '.join(LEVELS)}")
 
 
@@ -228,7 +244,11 @@ def estimate_key_s(key: MeasurementKey, plan: Plan, speed: DeviceSpeed) -> float
     if isinstance(key, SamplerKey):  # float64 probabilities, a few passes over them and ~20 small calls
         rows = key.batch * (key.positions + 1)
         call = 6 * rows * key.vocab * 8 / speed.gemv_bandwidth_bytes_per_s + 20 * speed.call_overhead_s
-        return JOB_SETUP_S + _timed_s(call, plan)
+        # every timed call follows an untimed decode step of the tiny decoder (`benchmarks.sampler`): the family
+        # took 0.5-0.7 s against 0.3 s planned in quiet --quick runs, 9-10 s under two busy neighbours
+        before, _ = _decoder_forward_s(DecoderKey(OVERHEAD_MODELS[0], 1, 1), dtype, speed)
+        calls = min(MAX_CALLS, max(plan.min_calls, math.ceil(plan.min_time_s / max(call + before, 1e-9))))
+        return JOB_SETUP_S + _timed_s(call, plan) + (calls + 1) * before
     raise TypeError(f"no cost model for {key!r}")
 
 
@@ -250,6 +270,10 @@ def estimate_reference_s(speed: DeviceSpeed) -> float:
     return 3 * (max(call, 0.002) + max(20 * call, 0.05))
 
 
+#: the rung every dtype of a `--quick` run measures: the same configurations on every run on a device, so that
+#: successive runs fit the same unknowns (the probe chose the rung before, and three runs in a row on the 2-core AMD
+#: EPYC got fp32 minimal / lean / lean and bf16 quick / minimal / quick, with hold-out medians of 8.5-82 %)
+QUICK_LEVEL = "steady"
 def small_m_keys(plan: Plan) -> list[LinearKey]:
     """The linear points an extra pass repeats: M <= ALWAYS_MEASURED_M, where CPU kernels saw-tooth."""
     return [key for key in plan.linear_keys() if key.m <= ALWAYS_MEASURED_M]
@@ -271,7 +295,8 @@ class BudgetPlan:
     reference_s: float  # the drift reference, s
     budget_s: float | None  # None: no budget (the full ladder rung)
     available_s: float  # what the plans were sized to (budget x SAFETY - time already spent), s
-    over_budget: bool  # even the smallest rung does not fit: the run takes longer than asked
+    over_budget: bool  # even the smallest rung (or the fixed --quick one) does not fit: it takes longer than asked
+    fixed: bool = False  # --quick's one rung (`plan_for_quick`), not a rung of the ladder
 
     @property
     def total_s(self) -> float:
@@ -280,7 +305,8 @@ class BudgetPlan:
     def describe(self) -> str:
         levels = ", ".join(f"{d} {p.level}" + (f" (+{p.small_m_extra_passes} small-M passes)"
                                                 if p.small_m_extra_passes else "") for d, p in self.plans.items())
-        note = " - over the budget even at the smallest plan" if self.over_budget else ""
+        note = ("" if not self.over_budget else " - over the budget: fewer calls per configuration when behind"
+                if self.fixed else " - over the budget even at the smallest plan")
         budget = f" of a {self.budget_s:.0f} s budget" if self.budget_s is not None else ""
         return f"expected {self.total_s:.0f} s{budget}: {levels}{note}"
 
@@ -328,5 +354,52 @@ def plan_for_budget(budget_s: float | None, dtypes, device, speeds: dict[str, De
     return BudgetPlan(plans, cost, reference, budget_s, available + reference, over)
 
 
+def plan_for_quick(dtypes, device, speeds: dict[str, DeviceSpeed], spent_s: float = 0.0,
+                   served_shapes=()) -> BudgetPlan:
+    """`--quick`: QUICK_LEVEL for every dtype, whatever the probe says (the ladder is for `--budget`): under two or
+    three busy neighbours on a 2-core VM the probe's estimate of one plan moved 8x between runs a minute apart, and
+    a rung chosen from it would be a measure of the neighbours. The budget decides the repetitions only: an extra
+    small-M pass where it fits, and fewer calls per configuration when the run falls behind (`budget_action`)."""
+    dtypes = tuple(dtypes)
+    plans = {d: get_level_plan(QUICK_LEVEL, dtypes, device, served_shapes) for d in dtypes}
+    cost = {d: estimate_plan_s(plans[d], speeds[d]) for d in dtypes}
+    reference = estimate_reference_s(speeds[dtypes[0]])
+    available = QUICK_BUDGET_S * SAFETY - spent_s - reference
+    for d in dtypes:  # one extra small-M pass per dtype where it fits
+        one = sum(estimate_key_s(key, plans[d], speeds[d]) for key in small_m_keys(plans[d]))
+        if sum(cost.values()) + one <= available:
+            plans[d] = replace(plans[d], small_m_extra_passes=1)
+            cost[d] = estimate_plan_s(plans[d], speeds[d])
+    return BudgetPlan(plans, cost, reference, QUICK_BUDGET_S, available + reference,
+                      sum(cost.values()) > available, fixed=True)
+
+
+#: a `--quick` run that has already cut its calls skips configurations only once it would otherwise overrun its
+#: budget this many times over: under two or three busy neighbours on a 2-core VM (CPU pressure 98 %) the skipping
+#: took 151 configurations out of one run and none out of the next, so successive runs fitted different unknowns
+QUICK_SKIP_STRETCH = 2.0
+
+
+def budget_action(now_s: float, deadline_s: float, left_s: float, essential_left_s: float, job_s: float,
+                  essential: bool, slowdown: float, hurry_first: bool, hurried: bool, started_s: float = 0.0) -> str:
+    """What a run that may be behind its budget does with its next job: 'run' it, 'hurry' (run it, and everything
+    from here on with fewer calls) or 'skip' it. `left_s` / `essential_left_s`: the expected seconds of all / the
+    essential jobs not yet run (this one in `left_s`, not in `essential_left_s`); `slowdown`: measured over expected
+    so far. Without `hurry_first`, a non-essential job is skipped as soon as finishing the essential ones would
+    overrun `deadline_s`, and the rest hurry only when even those would. `hurry_first` (--quick): every configuration
+    gets fewer calls as soon as the whole rest would overrun, and a non-essential one is skipped only past a deadline
+    QUICK_SKIP_STRETCH times as far from `started_s`, so that runs time the same configurations; its `slowdown` may
+    be below 1 (0 before any job ran): a probe taken during a stall expected 47 s of a plan that took 20, and
+    skipped 78 configurations on that estimate."""
+    slowdown = slowdown if hurry_first else max(slowdown, 1.0)
+    if hurry_first and not hurried and now_s + left_s * slowdown > deadline_s:
+        return "hurry"
+    skip_deadline_s = started_s + (deadline_s - started_s) * QUICK_SKIP_STRETCH if hurry_first else deadline_s
+    if not essential and now_s + (essential_left_s + job_s) * slowdown > skip_deadline_s:
+        return "skip"
+    late = now_s + (essential_left_s + job_s) * slowdown > deadline_s
+    return "hurry" if late and not hurried else "run"
+
+
 __all__ = ["LEVELS", "QUICK_BUDGET_S", "BudgetPlan", "DeviceSpeed", "estimate_key_s", "estimate_plan_s",
-           "get_level_plan", "plan_for_budget"]
+           "get_level_plan", "plan_for_budget", "plan_for_quick", "budget_action"]

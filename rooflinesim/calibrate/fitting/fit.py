@@ -31,8 +31,9 @@ def _median_abs_rel(pred, t) -> float:
     return float(np.median(np.abs(np.asarray(pred) - t) / t)) if t.size else 0.0
 
 
-def fit_roofline(flops, bytes_, time_s, peak_guess=None, bandwidth_guess=None) -> RooflineFit:
-    """Fit max(F/P, B/BW) + c to measured times (log residuals, soft-L1 loss, log-parametrised, c >= 0)."""
+def fit_roofline(flops, bytes_, time_s, peak_guess=None, bandwidth_guess=None, peak_bounds=None) -> RooflineFit:
+    """Fit max(F/P, B/BW) + c to measured times (log residuals, soft-L1 loss, log-parametrised, c >= 0).
+    `peak_bounds` (low, high) FLOP/s: a prior on P (from the device probe), which the fit cannot leave."""
     f, b, t = (np.asarray(x, dtype=float).ravel() for x in (flops, bytes_, time_s))
     if not (f.size == b.size == t.size) or t.size < 3:
         raise ValueError("fit_roofline needs at least 3 points of flops, bytes and time")
@@ -47,9 +48,13 @@ def fit_roofline(flops, bytes_, time_s, peak_guess=None, bandwidth_guess=None) -
     def residual(theta):
         return np.log(model(theta)) - np.log(t)
 
+    if peak_bounds is not None:
+        p0 = min(max(p0, peak_bounds[0] * 1.001), peak_bounds[1] * 0.999)
     theta0 = np.log([p0, bw0, c0])
     lower = theta0 - np.array([8.0, 8.0, 20.0])
     upper = theta0 + np.array([8.0, 8.0, 8.0])
+    if peak_bounds is not None:
+        lower[0], upper[0] = np.log(peak_bounds[0]), np.log(peak_bounds[1])
     sol = least_squares(residual, theta0, bounds=(lower, upper), loss="soft_l1", f_scale=0.05)
     p, bw, c = np.exp(sol.x)
     return RooflineFit(float(p), float(bw), float(c), _median_abs_rel(model(sol.x), t))
@@ -69,8 +74,10 @@ class AffineResult:
         return np.asarray(out, dtype=float)
 
 
-def fit_affine(features: dict[str, np.ndarray], time_s) -> AffineResult:
-    """t = c + sum a_j x_j, all >= 0, minimising relative residuals (rows scaled by 1 / t)."""
+def fit_affine(features: dict[str, np.ndarray], time_s, bounds: dict[str, tuple[float, float]] | None = None
+               ) -> AffineResult:
+    """t = c + sum a_j x_j, all >= 0, minimising relative residuals (rows scaled by 1 / t); `bounds`: a (low, high)
+    range for named coefficients (low == high fixes one)."""
     t = np.asarray(time_s, dtype=float).ravel()
     names = list(features)
     columns = [np.ones_like(t)] + [np.asarray(features[n], dtype=float).ravel() for n in names]
@@ -78,10 +85,25 @@ def fit_affine(features: dict[str, np.ndarray], time_s) -> AffineResult:
     scale = np.max(np.abs(a), axis=0)
     scale[scale == 0] = 1.0
     weighted = (a / scale) / t[:, None]
-    sol = lsq_linear(weighted, np.ones_like(t), bounds=(0.0, np.inf), method="bvls")
+    lower, upper = np.zeros(len(columns)), np.full(len(columns), np.inf)
+    target = np.ones_like(t)
+    fixed = {}
+    for name, (lo, hi) in (bounds or {}).items():
+        j = names.index(name) + 1
+        if hi <= lo:  # a fixed coefficient leaves the fit: its part of each time is taken off the target
+            fixed[j] = lo
+            target = target - lo * a[:, j] / t
+        else:
+            lower[j], upper[j] = lo * scale[j], hi * scale[j]
+    free = [j for j in range(len(columns)) if j not in fixed]
+    sol = lsq_linear(weighted[:, free], target, bounds=(lower[free], upper[free]), method="bvls")
+    x = np.zeros(len(columns))
+    x[free] = sol.x / scale[free]
+    for j, value in fixed.items():
+        x[j] = value
     # bvls can leave a coefficient at its bound a rounding error below it (-1e-23): times are never priced with a
     # negative coefficient, and the profile schema rejects one
-    params = np.maximum(sol.x / scale, 0.0)
+    params = np.maximum(x, 0.0)
     result = AffineResult(float(params[0]), {n: float(v) for n, v in zip(names, params[1:])}, 0.0, int(t.size))
     pred = result.predict({n: features[n] for n in names})
     return AffineResult(result.overhead_s, result.coefficients, _median_abs_rel(pred, t), int(t.size))

@@ -34,12 +34,11 @@ from ...units import GIGA, get_dtype_bytes
 from .fit import AffineResult, RooflineFit, fit_affine, fit_roofline
 from .measurements import (
     AttentionKey, CacheKey, DecoderKey, ElementwiseKey, ImplementationKey, LinearKey, Results, SamplerKey,
-    WarmLinearKey,
+    WarmLinearKey, find_stalled_linear_points,
 )
 from .plan import (
-    CACHE_SHAPE, DECODER_CONTEXT, OVERHEAD_MODELS, Plan, elementwise_step_split, get_decoder_spec, get_kv_concat_allocation_bytes,
-    get_kv_concat_bytes,
-    synthetic_spec,
+    CACHE_SHAPE, DECODER_CONTEXT, OVERHEAD_MODELS, Plan, elementwise_step_split, get_decoder_spec,
+    get_kv_concat_allocation_bytes, get_kv_concat_bytes, synthetic_spec,
 )
 from ...timing.linear_tables import LinearModel, get_shape_loo_error
 from ...timing.measured import MeasuredTiming
@@ -53,17 +52,26 @@ def _as_affine_fit(result: AffineResult) -> AffineFit:
                      median_abs_rel_residual=result.median_abs_rel_residual, points=result.points)
 
 
-def _fit_linear(dtype: str, results: Results, plan: Plan, gemv_bw: float
+#: the fitted GEMM peak stays within this factor of the device probe's M = 256 GEMM (`measure.probe`): the roofline's
+#: compute-bound asymptote rests on a few points per run, and a neighbour's burst over them once fitted 19 GFLOP/s
+#: where the runs before and after fitted 110-139 (2-core AMD EPYC, fp32, --quick), pricing every hold-out 1.6-2.5x
+#: too slow
+PEAK_PRIOR_FACTOR = 2.0
+
+
+def _fit_linear(dtype: str, results: Results, plan: Plan, gemv_bw: float, probe_gemm_flops_per_s: float | None = None
                 ) -> tuple[tuple[LinearTable, ...], RooflineFit, float]:
-    """The per-shape tables (in plan order), the roofline fitted on their asymptotes, and that roofline's median
-    relative error over every table point."""
+    """The per-shape tables (in plan order), the roofline fitted on their asymptotes (its peak within
+    PEAK_PRIOR_FACTOR of the probe's GEMM, when given), and that roofline's median relative error over every table
+    point."""
     weight_bytes = get_dtype_bytes(dtype)
     tables = []
     flops, bytes_, times_s = [], [], []
+    stalled = set(find_stalled_linear_points(results))  # still stalled after re-timing: the table interpolates
     for shape in plan.all_linear_shapes:
         k, n = shape
         rows = sorted((key.m, results.timing(key)) for key in results.keys_of(LinearKey)
-                      if (key.in_features, key.out_features) == (k, n))
+                      if (key.in_features, key.out_features) == (k, n) and key not in stalled)
         if not rows:
             continue
         ms = tuple(int(m) for m, _ in rows)
@@ -78,7 +86,9 @@ def _fit_linear(dtype: str, results: Results, plan: Plan, gemv_bw: float
     # (the top quarter of FLOPs per call); the tables carry everything in between
     fl, by, ts = np.array(flops), np.array(bytes_), np.array(times_s)
     envelope = (fl / by <= 2.0 / weight_bytes * 1.01) | (fl >= np.quantile(fl, 0.75))
-    roof = fit_roofline(fl[envelope], by[envelope], ts[envelope], bandwidth_guess=gemv_bw)
+    bounds = (None if not probe_gemm_flops_per_s else
+              (probe_gemm_flops_per_s / PEAK_PRIOR_FACTOR, probe_gemm_flops_per_s * PEAK_PRIOR_FACTOR))
+    roof = fit_roofline(fl[envelope], by[envelope], ts[envelope], bandwidth_guess=gemv_bw, peak_bounds=bounds)
     all_points = float(np.median(np.abs(roof.predict(fl, by) - ts) / ts))
     return tuple(tables), roof, all_points
 
@@ -158,17 +168,25 @@ def _fit_dispatch_s(results: Results) -> float | None:
     return float(min(max((t1 - t0) / (n1 - n0), 0.0), 1e-3))
 
 
-def _fit_cache_reuse(dtype: str, results: Results, roof: RooflineFit) -> CacheReuse | None:
+def _fit_cache_reuse(dtype: str, results: Results, roof: RooflineFit, gemv_bw: float | None = None
+                     ) -> CacheReuse | None:
+    """The speed-up of weight streaming vs the working set, relative to the whole pool (cold). The cold end is one
+    configuration; `gemv_bw` (the bandwidth benchmark's sweep of cold GEMVs over the same pool) times the same
+    streaming again, and the faster of the two is the cold end: one reading slowed by a neighbour lifted every
+    point of the curve (bf16 plateaus of 1.34-1.37x from 32 to 384 MiB on the 2-core AMD EPYC, where the sweep
+    streamed 10-17 % faster than the pool point; in the runs without a plateau the pool point was the faster one)."""
     rows = sorted((key.working_set_bytes, results.timing(key).estimate_s) for key in results.keys_of(CacheKey))
     if len(rows) < 2:
         return None
+    k, n = CACHE_SHAPE
     # speedup of the weight-streaming part of the call (its fixed per-call cost taken out)
     fixed = min(roof.overhead_s, 0.5 * min(t for _, t in rows))
     cold = rows[-1][1] - fixed  # the whole pool
+    if gemv_bw:
+        cold = min(cold, k * n * get_dtype_bytes(dtype) / gemv_bw)
     sizes = np.array([size for size, _ in rows], dtype=float)
     speedup = np.maximum(cold / (np.array([t for _, t in rows]) - fixed), 1.0)
     speedup = np.maximum.accumulate(speedup[::-1])[::-1]  # never faster for a larger working set
-    k, n = CACHE_SHAPE
     warm_bandwidth = k * n * get_dtype_bytes(dtype) / (rows[0][1] - fixed)
     return CacheReuse(working_set_bytes=tuple(float(x) for x in sizes),
                       speedup=tuple(float(min(x, MAX_CACHE_SPEEDUP)) for x in speedup),
@@ -197,12 +215,14 @@ def _median_spread(results: Results, kind) -> float:
     return float(np.median(spreads)) if spreads else 0.0
 
 
-def fit_dtype(dtype: str, results: Results, copy_bw: float, gemv_bw: float, plan: Plan) -> DtypeProfile:
+def fit_dtype(dtype: str, results: Results, copy_bw: float, gemv_bw: float, plan: Plan,
+              probe_gemm_flops_per_s: float | None = None) -> DtypeProfile:
     """Fit one dtype's measurements into a DtypeProfile (overheads from the tiny decoders fitted last).
 
-    copy_bw and gemv_bw are the measured streaming bandwidths (B/s) of a copy and of cold-weight GEMVs.
+    copy_bw and gemv_bw are the measured streaming bandwidths (B/s) of a copy and of cold-weight GEMVs;
+    probe_gemm_flops_per_s, the device probe's GEMM throughput (the prior of the fitted peak; None: no prior).
     """
-    tables, roof, all_points = _fit_linear(dtype, results, plan, gemv_bw)
+    tables, roof, all_points = _fit_linear(dtype, results, plan, gemv_bw, probe_gemm_flops_per_s)
     residuals = {
         "linear_roofline_median_abs_rel_envelope": roof.median_abs_rel_residual,
         "linear_roofline_median_abs_rel_all_points": all_points,
@@ -212,12 +232,18 @@ def fit_dtype(dtype: str, results: Results, copy_bw: float, gemv_bw: float, plan
             tables, roof.peak_flops_per_s, gemv_bw, roof.overhead_s, get_dtype_bytes(dtype))),
         "attention_median_spread": _median_spread(results, AttentionKey),
         "elementwise_median_spread": _median_spread(results, ElementwiseKey),
+        "linear_stalled_points_left_out": float(len(find_stalled_linear_points(results))),
+        # 1: the fitted peak sits at a bound of the probe's prior (the compute-bound points measured contention)
+        "linear_peak_at_probe_bound": float(bool(probe_gemm_flops_per_s) and min(
+            abs(np.log(roof.peak_flops_per_s * PEAK_PRIOR_FACTOR ** sign / probe_gemm_flops_per_s))
+            for sign in (-1, 1))
+            < 1e-6),
     }
     profile = DtypeProfile(
         gemv_bandwidth_bytes_per_s=gemv_bw, copy_bandwidth_bytes_per_s=copy_bw,
         peak_flops_per_s=roof.peak_flops_per_s, linear_overhead_s=roof.overhead_s, linear=tables,
         attention=_fit_attention(dtype, results), elementwise=_fit_elementwise(dtype, results),
-        layer_overhead_s=0.0, step_overhead_s=0.0, cache_reuse=_fit_cache_reuse(dtype, results, roof),
+        layer_overhead_s=0.0, step_overhead_s=0.0, cache_reuse=_fit_cache_reuse(dtype, results, roof, gemv_bw),
         warm_linear=_fit_warm_linear(results), dispatch_s=_fit_dispatch_s(results),
         kv_concat=_fit_kv_concat(dtype, results),
         residuals=residuals,
@@ -236,6 +262,15 @@ MIN_COLD_BLOCK_ROWS = 2
 #: the CI smoke plan's block-384 + block-1536, one row each, fitted a cost that priced its validation worse than the
 #: roofline)
 MIN_IN_MODEL_LAYER_MODELS = 2
+#: ... and at least this many cold mid-size rows: with one row per model, the scale and the per-layer cost are solved
+#: exactly from two timings, and one contended row moved the cost to 1.8 ms per layer where runs a minute apart
+#: fitted 0.3 ms (--quick, 2-core AMD EPYC, fp32); a third row leaves a residual to average over
+MIN_IN_MODEL_LAYER_ROWS = 3
+#: the in-model scale's prior range when mid-size decoders fit it. Full calibrations gave 1.02-1.16 (2-core Xeon and
+#: AMD EPYC VMs, fp32 and bf16); --quick runs under contention gave 0.53-1.64, each with an in-model per-layer cost
+#: that made up the difference (0.53 with 5.1 ms per layer): the two unknowns trade off on two or three decoders,
+#: and a contended row moves both. Outside this range the decoders measured the neighbours, not the ops
+IN_MODEL_SCALE_BOUNDS = (0.8, 1.5)
 
 
 def fit_overheads(dtype: str, profile: DtypeProfile, results: Results, in_model_layer: bool = True) -> DtypeProfile:
@@ -282,6 +317,10 @@ def fit_overheads(dtype: str, profile: DtypeProfile, results: Results, in_model_
     if not rows:
         return profile
     cold_blocks = sum(b and not w for b, w in zip(is_block, warm))
+    # a single mid-size decoder, warm on the cache curve, measures that curve's error rather than the scale: the
+    # scale stays 1 (with several warm ones, on a device whose caches hold them all, they still fit it)
+    block_models = {name for name, b in zip(names, is_block) if b}
+    scale_fixed = bool(block_models) and cold_blocks == 0 and len(block_models) < 2
     left_out = sum(warm) if cold_blocks >= MIN_COLD_BLOCK_ROWS else 0
     if left_out:
         rows = [r for r, w in zip(rows, warm) if not w]
@@ -293,10 +332,18 @@ def fit_overheads(dtype: str, profile: DtypeProfile, results: Results, in_model_
     measured = np.array([r[2] for r in rows])
     cold_models = {name for name, b, c in zip(names, is_block, cold) if b and c > 1.0 - WARM_BLOCK}
     features = {"per_op": per_op, "layers": layers}
-    if in_model_layer and len(cold_models) >= MIN_IN_MODEL_LAYER_MODELS:
+    cold_rows = sum(b and c > 1.0 - WARM_BLOCK for b, c in zip(is_block, cold))
+    if in_model_layer and len(cold_models) >= MIN_IN_MODEL_LAYER_MODELS and cold_rows >= MIN_IN_MODEL_LAYER_ROWS:
         features["block_layers"] = layers * np.array(cold)
-    fit = fit_affine(features, measured)
-    # a scale outside [0.2, 5] means the decoders measured something else than their ops: keep it bounded
+    bounds = {"per_op": (1.0, 1.0) if scale_fixed else IN_MODEL_SCALE_BOUNDS} if block_models else None
+    if "block_layers" in features:
+        # at most what a cold mid-size decoder's layer costs in its ops: a contended --quick run fitted 19 ms per
+        # layer beside a scale at its lower bound (2-core AMD EPYC at CPU pressure 98 %); full calibrations fit
+        # 0.27-0.49 ms there, against about 2 ms of ops per layer of block-768 (fp32, batch 1)
+        bounds["block_layers"] = (0.0, float(min(p / n for p, n, c in zip(per_op, layers, cold)
+                                                 if c > 1.0 - WARM_BLOCK)))
+    fit = fit_affine(features, measured, bounds=bounds)
+    # only tiny decoders: a scale outside [0.2, 5] means they measured something else than their ops
     scale = min(max(fit.coefficients["per_op"], 0.2), 5.0)
     in_model_layer_s = fit.coefficients.get("block_layers", 0.0)
     predicted = (scale * per_op + fit.coefficients["layers"] * layers + fit.overhead_s
@@ -304,6 +351,10 @@ def fit_overheads(dtype: str, profile: DtypeProfile, results: Results, in_model_
     residuals = dict(profile.residuals)
     residuals["decoder_fit_rows"] = float(len(rows))
     residuals["decoder_fit_warm_rows_left_out"] = float(left_out)
+    # 1: the scale was kept at 1 (no cold mid-size decoder); 2: it sits at a bound of IN_MODEL_SCALE_BOUNDS
+    residuals["decoder_fit_scale_prior"] = (1.0 if scale_fixed else
+                                           2.0 if block_models and min(abs(scale - b) for b in
+                                                                       IN_MODEL_SCALE_BOUNDS) < 1e-6 else 0.0)
     relative = np.abs(predicted - measured) / measured
     residuals["decoder_fit_median_abs_rel"] = float(np.median(relative))
     if any(is_block):  # the mid-size decoders: the whole-step error of models of a useful size (the interval's)

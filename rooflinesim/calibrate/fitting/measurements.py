@@ -155,3 +155,30 @@ class Results:
     def keys_of(self, kind: type[KeyT]) -> Iterator[KeyT]:
         """The keys of one family, in the order they were first measured."""
         return (key for key in self.samples if isinstance(key, kind))
+
+
+#: a small-M linear point this many times slower than both of its neighbours in M (same weight shape) was timed
+#: during a stall: the dense grid up to M = 16 steps M by at most 2x, and the CPU saw-tooth moves the time by less
+#: than that. With a neighbour busy on the other core of a 2-core VM, every call of a few configurations took
+#: 13-16 ms where their neighbours took 0.04-2 ms (a descheduled OpenMP thread), and priced the batch-8 steps of the
+#: project's hold-outs 1.7-5x too slow
+STALL_FACTOR = 3.0
+#: the largest M the stall check covers (the dense part of the grids, `plan.ALWAYS_MEASURED_M`)
+STALL_CHECK_MAX_M = 16
+
+
+def find_stalled_linear_points(results: Results) -> list[LinearKey]:
+    """The linear points up to STALL_CHECK_MAX_M whose time is more than STALL_FACTOR times both of their
+    neighbours' in M (same weight shape, at least one neighbour)."""
+    by_shape: dict[tuple[int, int], list[LinearKey]] = {}
+    for key in results.keys_of(LinearKey):
+        by_shape.setdefault((key.in_features, key.out_features), []).append(key)
+    stalled = []
+    for keys in by_shape.values():
+        keys.sort(key=lambda k: k.m)
+        times = [results.timing(k).estimate_s for k in keys]
+        for i, key in enumerate(keys):
+            neighbours = [times[j] for j in (i - 1, i + 1) if 0 <= j < len(keys)]
+            if key.m <= STALL_CHECK_MAX_M and neighbours and times[i] > STALL_FACTOR * max(neighbours):
+                stalled.append(key)
+    return stalled

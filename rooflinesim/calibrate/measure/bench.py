@@ -44,12 +44,13 @@ from ...units import MIB, MILLI, normalize_dtype
 from .benchmarks import JOB_FAMILIES, BenchContext, Job
 from .anchor import ANCHOR_TOLERANCE, Anchor
 from .benchmarks.bandwidth import copy_bandwidth, gemv_bandwidth, reference_gemv
-from .drift import DriftWatch, retime_affected
+from .drift import DriftWatch, retime_affected, retime_stalled, take_reference as take_drift_reference
 from ..fitting.fit_profile import fit_dtype
-from ..fitting.measurements import DRIFT_FLAG, Results
+from ..fitting.measurements import DRIFT_FLAG, Results, find_stalled_linear_points
 from .probe import probe_speed
 from ..fitting.budget import (
-    FIT_S, QUICK_BUDGET_S, estimate_fixed_s, estimate_key_s, get_level_plan, is_essential, plan_for_budget,
+    FIT_S, QUICK_BUDGET_S, budget_action, estimate_fixed_s, estimate_key_s, get_level_plan, is_essential,
+    plan_for_budget, plan_for_quick,
 )
 from ..fitting.plan import (
     ALWAYS_MEASURED_M, HOLD_OUT_MODELS, Plan, check_hold_out, drop_oversized_served_shapes, get_served_shapes,
@@ -129,13 +130,15 @@ def run_calibration(device: Device, dtypes, quick: bool, command: str, seed: int
         plans = {d: replace(plan, served_shapes=served) if served else plan for d in dtypes}
         speeds, budget = None, None
     else:
-        if quick and budget_s is None:
-            budget_s = QUICK_BUDGET_S
         probe_plan = get_level_plan("quick", dtypes, device)
         speeds = {d: probe_speed(BenchContext(device, d, probe_plan, timer)) for d in dtypes}
-        budget = plan_for_budget(budget_s, dtypes, device, speeds,
-                                 spent_s=spent_s + time.perf_counter() - started, start="quick" if quick else "full",
-                                 served_shapes=served)
+        if quick and budget_s is None:  # the same rung on every run (the ladder is for --budget)
+            budget = plan_for_quick(dtypes, device, speeds, spent_s=spent_s + time.perf_counter() - started,
+                                    served_shapes=served)
+        else:
+            budget = plan_for_budget(budget_s, dtypes, device, speeds,
+                                     spent_s=spent_s + time.perf_counter() - started,
+                                     start="quick" if quick else "full", served_shapes=served)
         plans = budget.plans
     dropped = {}
     for d in dtypes:
@@ -164,9 +167,12 @@ def run_calibration(device: Device, dtypes, quick: bool, command: str, seed: int
     total = sum(c for r in rounds for _, _, c, _ in r) + sum(fixed.values()) + 3 * ref_cost
     # the budget is a promise: when the run falls behind its estimate (a loaded machine), the jobs that are not
     # essential are skipped as soon as finishing the essential ones at the pace seen so far would overrun it
+    # a --quick run stops measuring at 80 % of it, so that drift can be re-timed within the budget (`retime_affected`)
+    measuring_share = 0.8 if quick else 0.9
     deadline = (None if budget is None or budget.budget_s is None else
-                started + (budget.budget_s - spent_s) * 0.9 - FIT_S * len(dtypes) - ref_cost)
+                started + (budget.budget_s - spent_s) * measuring_share - FIT_S * len(dtypes) - ref_cost)
     essential_left = sum(c for r in rounds for _, _, c, e in r if e)
+    all_left = sum(c for r in rounds for _, _, c, _ in r)
     pace = [0.0, 0.0]  # expected s, measured s of the jobs run so far
     skipped = 0
 
@@ -187,10 +193,14 @@ def run_calibration(device: Device, dtypes, quick: bool, command: str, seed: int
                   TextColumn("remaining"), TimeRemainingColumn(), disable=not progress, transient=False,
                   console=console) as bar:
         task = bar.add_task(f"{device.name} {','.join(dtypes)}", total=total)
-        reference.append(reference_gemv(reference_ctx).estimate_s)
         # the reference is re-timed about every eighth of the jobs; what ran between two off-speed references is
         # timed again at the end (calibrate.drift)
         watch = DriftWatch(every=max(8, sum(len(r) for r in rounds) // 8))
+
+        def take_reference() -> float:  # an off-speed reading gets a second look (`drift.take_reference`)
+            return take_drift_reference(watch, lambda: reference_gemv(reference_ctx).estimate_s)
+
+        reference.append(take_reference())
         watch.checkpoint(reference[-1])
         bar.advance(task, ref_cost)
         for d, ctx in contexts.items():
@@ -203,26 +213,30 @@ def run_calibration(device: Device, dtypes, quick: bool, command: str, seed: int
             half = len(order) // 2
             for i, (d, job, c, essential) in enumerate(order):
                 if p == passes - 1 and i == half:
-                    reference.append(reference_gemv(reference_ctx).estimate_s)
+                    reference.append(take_reference())
                     watch.checkpoint(reference[-1])
                     anchors.append(anchor.time_s())
                     bar.advance(task, ref_cost)
                 t0 = time.perf_counter()
-                if deadline is not None:
-                    slowdown = max(1.0, pace[1] / pace[0]) if pace[0] > 0 else 1.0
-                    late = t0 + (essential_left + c) * slowdown > deadline
-                    if late and not essential:
+                all_left -= c
+                if deadline is not None:  # --quick trusts the pace measured so far over the probe's estimate
+                    slowdown = (pace[1] / pace[0] if pace[0] > 0 else 0.0) if quick else \
+                        (max(1.0, pace[1] / pace[0]) if pace[0] > 0 else 1.0)
+                    action = budget_action(t0, deadline, all_left + c, essential_left, c, essential, slowdown,
+                                           hurry_first=quick, hurried=contexts[d].hurry, started_s=started)
+                    if action == "skip":
                         skipped += 1
                         bar.advance(task, c)
                         continue
-                    if late and not contexts[d].hurry:  # even the essential ones would overrun: fewer calls each
+                    if action == "hurry":  # fewer calls for every configuration from here on
                         for other in contexts.values():
                             other.hurry = True
+                        pace = [0.0, 0.0]  # the pace of hurried jobs, from here on
                 first = len(results[d].samples.get(job.key, ()))
                 timing = job.run()
                 results[d].add(job.key, timing)
                 if watch.record(d, job, c, first, len(timing.samples)):
-                    reference.append(reference_gemv(reference_ctx).estimate_s)
+                    reference.append(take_reference())
                     watch.checkpoint(reference[-1])
                 pace[0] += c
                 pace[1] += time.perf_counter() - t0
@@ -231,7 +245,7 @@ def run_calibration(device: Device, dtypes, quick: bool, command: str, seed: int
                 was = spent.get(family, (0.0, 0.0))
                 spent[family] = (was[0] + c, was[1] + time.perf_counter() - t0)
                 bar.advance(task, c)
-        reference.append(reference_gemv(reference_ctx).estimate_s)
+        reference.append(take_reference())
         watch.checkpoint(reference[-1])
         bar.advance(task, ref_cost)
         raw_drift = float((max(reference) - min(reference)) / np.median(reference))
@@ -239,9 +253,15 @@ def run_calibration(device: Device, dtypes, quick: bool, command: str, seed: int
         # budget: up to a quarter of the time measured so far
         time_left = (started + budget.budget_s - spent_s - FIT_S * len(dtypes) - ref_cost - time.perf_counter()
                      if deadline is not None else 0.25 * (time.perf_counter() - started))
-        retimed = retime_affected(watch, results, lambda job: job.run(), time_left,
-                                  lambda: reference_gemv(reference_ctx).estimate_s,
+        retimed = retime_affected(watch, results, lambda job: job.run(), time_left, take_reference,
                                   slowdown=pace[1] / pace[0] if pace[0] > 0 else 1.0)
+        # single configurations timed during a stall (far off their neighbours in M): timed again while time is left
+        slowdown = max(1.0, pace[1] / pace[0]) if pace[0] > 0 else 1.0
+        time_left = (started + budget.budget_s - spent_s - FIT_S * len(dtypes) - time.perf_counter()
+                     if deadline is not None else 0.05 * (time.perf_counter() - started))
+        jobs_by_key = {(d, job.key): job for r in rounds for d, job, _, _ in r}
+        stalls_retimed = retime_stalled(results, jobs_by_key, find_stalled_linear_points, time_left,
+                                        lambda d, key: cost(d, key) * slowdown)
         if retimed["retimed"]:
             reference.append(watch.refs[-1])
             console.print(f"drift: {retimed['retimed']} configurations of {retimed['segments']} segment(s) measured "
@@ -255,7 +275,8 @@ def run_calibration(device: Device, dtypes, quick: bool, command: str, seed: int
     pressure.append(get_cpu_pressure())
     anchors.append(anchor.time_s())
     fit_started = time.perf_counter()
-    profiles = {d: fit_dtype(d, results[d], bandwidth[d]["copy"], bandwidth[d]["gemv"], plans[d]) for d in dtypes}
+    profiles = {d: fit_dtype(d, results[d], bandwidth[d]["copy"], bandwidth[d]["gemv"], plans[d],
+                             None if speeds is None else speeds[d].gemm_flops_per_s) for d in dtypes}
     if speeds is not None:
         console.print(f"fitted in {time.perf_counter() - fit_started:.1f} s ({FIT_S:.1f} s per dtype planned)")
     duration = time.perf_counter() - started
@@ -264,6 +285,9 @@ def run_calibration(device: Device, dtypes, quick: bool, command: str, seed: int
                    f"timed again ({retimed['segments']} segment(s) off by more than {DRIFT_FLAG:.0%}), "
                    f"{retimed['left']} left as measured; {drift:.0%} over the samples kept. "
                    if retimed["retimed"] or retimed["left"] else "")
+    if stalls_retimed:
+        retime_note += (f"{stalls_retimed} linear configurations timed again: far slower than their neighbours in M "
+                        "(a stall). ")
     return build_profile_spec(device, profiles, plans, command, duration, drift, tuple(float(r) for r in reference),
                               budget, skipped, pressure, anchors, tuple(spec.name for spec in shapes_of),
                               retime_note)

@@ -38,6 +38,14 @@ class DriftWatch:
             self.segments.append(Segment())
         self._since = 0
 
+    def is_off(self, reference_s: float) -> bool:
+        """Whether a new reference time is off the median of the run's references so far by more than the
+        tolerance. Such a reading gets a second look before it condemns the two segments it bounds: the reference
+        is 50 ms of calls, and on a shared CPU one neighbour's burst of that length moved it by 35 % while the jobs
+        around it ran at speed (`calibrate --quick`, 2-core AMD EPYC: references of 0.47-0.48 ms with single
+        readings of 0.63-0.64 ms between them)."""
+        return bool(self.refs) and abs(reference_s / statistics.median(self.refs) - 1.0) > self.tolerance
+
     def record(self, dtype: str, job, expected_s: float, first: int, count: int) -> bool:
         """A job ran (its samples are `first`..`first + count - 1` of its key); True when a checkpoint is due."""
         self.segments[-1].jobs.append((dtype, job, expected_s, first, count))
@@ -60,6 +68,13 @@ class DriftWatch:
         kept = sorted({j for i in range(len(self.refs) - 1) if i not in dropped for j in (i, i + 1)})
         refs = [self.refs[j] for j in kept] or self.refs
         return (max(refs) - min(refs)) / statistics.median(refs) if refs else 0.0
+
+
+def take_reference(watch: DriftWatch, measure_reference) -> float:
+    """A reference time for the next checkpoint: `measure_reference()` s, and when that is off (`DriftWatch.is_off`)
+    the faster of it and a second reading, so that only a speed state that lasts condemns the segments around it."""
+    first = measure_reference()
+    return min(first, measure_reference()) if watch.is_off(first) else first
 
 
 def retime_affected(watch: DriftWatch, results: dict, run_job, time_left_s: float, measure_reference,
@@ -94,3 +109,22 @@ def retime_affected(watch: DriftWatch, results: dict, run_job, time_left_s: floa
     if retimed:
         watch.checkpoint(measure_reference())
     return {"segments": len(chosen), "retimed": retimed, "left": left}
+
+
+def retime_stalled(results: dict, jobs: dict, find_stalled, time_left_s: float, expected_s) -> int:
+    """Time again the configurations `find_stalled(results[dtype])` names (a point far off its neighbours, which
+    the reference between segments did not see), as far as `time_left_s` allows, replacing their samples.
+
+    `jobs`: (dtype, key) -> job with `run()` -> Timing; `expected_s(dtype, key)`: its expected seconds (with the
+    run's slowdown). Returns how many were re-timed; the fit leaves out those still stalled."""
+    retimed, spent = 0, 0.0
+    for dtype, res in results.items():
+        for key in find_stalled(res):
+            job = jobs.get((dtype, key))
+            cost = expected_s(dtype, key)
+            if job is None or spent + cost > time_left_s:
+                continue
+            res.samples[key] = list(job.run().samples)
+            spent += cost
+            retimed += 1
+    return retimed
