@@ -159,13 +159,20 @@ class Prediction:
     memory: dict
     prefill: StepSummary
     decode: StepSummary
-    ops: list[OpRow]
+    #: the priced decode step whose per-op rows `ops` lists (the rows are built when first read: a loop over
+    #: thousands of deployments that reads step times does not pay for them)
+    decode_step: StepCost = field(repr=False, compare=False)
     warnings: list[str] = field(default_factory=list)
     speculative: SpeculativeResult | None = None  # when the scenario has a drafter
     scenario: Scenario | None = None
     #: where the step times' intervals come from on a datasheet (the published-measurement band); None under a
     #: measured profile, whose own intervals are used
     interval_source: str | None = None
+
+    @property
+    def ops(self) -> list[OpRow]:
+        """The decode step's ops, one row each (FLOPs, bytes by kind, intensity, bound, time)."""
+        return get_op_rows(self.decode_step)
 
     @property
     def engine(self) -> str:
@@ -318,7 +325,7 @@ def predict_scenario(scenario: Scenario) -> Prediction:
         prefill=StepSummary.from_step(prefill, max(s, 1), 0, band),
         decode=StepSummary.from_step(decode, 1, s, band),
         interval_source=None if band is None else band.source,
-        ops=get_op_rows(decode),
+        decode_step=decode,
         warnings=list(scenario.warnings),
         speculative=speculation,
         scenario=scenario,
