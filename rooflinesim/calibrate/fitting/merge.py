@@ -66,13 +66,23 @@ def _merge_fits(fits: list[dict[str, AffineFit]]) -> dict[str, AffineFit]:
     return merged
 
 
+def _same_grid(profiles: list[DtypeProfile], runs: list[int], table: str, grid: str) -> tuple[list, list]:
+    """The profiles' `table`s measured on the same `grid` as the first one that has it, and their runs (the
+    weights of an average); ([], []) when none has it."""
+    tables = [(getattr(p, table), r) for p, r in zip(profiles, runs) if getattr(p, table) is not None]
+    if not tables:
+        return [], []
+    first = getattr(tables[0][0], grid)
+    same = [(t, r) for t, r in tables if getattr(t, grid) == first]
+    return [t for t, _ in same], [r for _, r in same]
+
+
 def _merge_cache(profiles: list[DtypeProfile], runs: list[int]) -> CacheReuse | None:
-    curves = [(p.cache_reuse, r) for p, r in zip(profiles, runs) if p.cache_reuse is not None]
+    curves, weights = _same_grid(profiles, runs, "cache_reuse", "working_set_bytes")
     if not curves:
         return None
-    first = curves[0][0]
-    same = [(c, r) for c, r in curves if c.working_set_bytes == first.working_set_bytes]
-    weights = [r for _, r in same]
+    first = curves[0]
+    same = list(zip(curves, weights))
     speedup = np.average(np.array([c.speedup for c, _ in same]), axis=0, weights=weights)
     return CacheReuse(working_set_bytes=first.working_set_bytes, speedup=tuple(float(x) for x in speedup),
                       warm_bandwidth_bytes_per_s=_weighted([c.warm_bandwidth_bytes_per_s for c, _ in same], weights))
@@ -110,12 +120,11 @@ def merge_dtype(dtype: str, profiles: list[DtypeProfile]) -> DtypeProfile:
 
 def _merge_copy(profiles: list[DtypeProfile], runs: list[int]) -> CopyTable | None:
     """The concatenation tables of the runs that measured the same sizes as the first one, times averaged."""
-    tables = [(p.kv_concat, r) for p, r in zip(profiles, runs) if p.kv_concat is not None]
+    tables, weights = _same_grid(profiles, runs, "kv_concat", "allocation_bytes")
     if not tables:
         return None
-    first = tables[0][0]
-    same = [(t, r) for t, r in tables if t.allocation_bytes == first.allocation_bytes]
-    weights = [r for _, r in same]
+    first = tables[0]
+    same = list(zip(tables, weights))
     mean = lambda name: tuple(float(x) for x in np.average(np.array([getattr(t, name) for t, _ in same]), axis=0,
                                                            weights=weights))
     return CopyTable(allocation_bytes=first.allocation_bytes, bytes_moved=first.bytes_moved, time_s=mean("time_s"),
