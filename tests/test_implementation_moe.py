@@ -138,3 +138,40 @@ def test_datasheet_timing_prices_the_grouped_experts_as_a_roofline():
     hf = get_step_cost(h100, MIXTRAL, w.model_copy(update={"implementation": "hf"}), 1)
     ref = get_step_cost(h100, MIXTRAL, w, 1)
     assert np.isfinite(float(hf.step_time_s)) and float(hf.step_time_s) >= float(ref.step_time_s) * 0.99
+
+
+# --- the sliding-window cache (transformers' DynamicSlidingWindowLayer) ----------------------------------------------
+
+
+def _mistral_window_ops(context):
+    from rooflinesim.calibrate.fitting.plan import synthetic_spec
+
+    spec = synthetic_spec("swa", 640, 10, 2, 1856, layers=6, vocab=32768).model_copy(
+        update={"sliding_window_tokens": 1024})
+    return _ops("hf", 16, model=spec, context=context)
+
+
+@pytest.mark.parametrize("context, kept, attended", [(256, 256, 257), (1023, 1023, 1024), (4096, 1023, 1024)])
+def test_a_sliding_window_layer_copies_w_minus_1_and_attends_w(context, kept, attended):
+    ops = _mistral_window_ops(context)
+    per_position = 16 * 2 * 64 * 4  # batch x KV heads x head_dim x fp32
+    concat = ops["kv_concat"]
+    assert float(concat.kv_read_bytes) == float(concat.kv_write_bytes) == 2 * kept * per_position
+    assert float(concat.dims["allocation_bytes"]) == (kept + 1) * per_position  # the cat's result, before the slice
+    assert float(ops["attention"].dims["kv_tokens"]) == attended
+
+
+def test_transformers_sliding_window_layer_keeps_w_minus_1_and_returns_w():
+    """The source the pricing follows, run: DynamicSlidingWindowLayer.update concatenates, returns the window and
+    keeps its last W - 1 positions (skipped without the hf extra)."""
+    pytest.importorskip("transformers")
+    import torch
+    from transformers import DynamicCache, MistralConfig
+
+    config = MistralConfig(hidden_size=64, intermediate_size=128, num_hidden_layers=1, num_attention_heads=4,
+                           num_key_value_heads=2, head_dim=16, sliding_window=32, vocab_size=128)
+    cache = DynamicCache(config=config)
+    k = torch.zeros(2, 2, 100, 16)
+    cache.update(k, k.clone(), 0)
+    keys, _ = cache.update(torch.ones(2, 2, 1, 16), torch.ones(2, 2, 1, 16), 0)
+    assert keys.shape[-2] == 32 and cache.layers[0].keys.shape[-2] == 31
