@@ -175,3 +175,30 @@ def test_transformers_sliding_window_layer_keeps_w_minus_1_and_returns_w():
     cache.update(k, k.clone(), 0)
     keys, _ = cache.update(torch.ones(2, 2, 1, 16), torch.ones(2, 2, 1, 16), 0)
     assert keys.shape[-2] == 32 and cache.layers[0].keys.shape[-2] == 31
+
+
+def test_transformers_moe_block_runs_grouped_experts_with_the_counted_calls():
+    """The hf table's MoE fields, checked against the installed transformers and torch: the default experts
+    implementation, one expert mm per expert and grouped projection, and the block's aten calls within 5 % of the
+    table's linear count (skipped without the hf extra)."""
+    pytest.importorskip("transformers")
+    import torch
+    from torch.profiler import ProfilerActivity, profile
+
+    from rooflinesim.calibrate.external.hf_holdout import build_hf_model, get_hf_hold_out, make_config
+
+    config = make_config(get_hf_hold_out("hf-qwen2moe-61m"))
+    config.num_hidden_layers, config.hidden_size, config.moe_intermediate_size = 1, 64, 32
+    config.shared_expert_intermediate_size, config.num_attention_heads, config.num_key_value_heads = 48, 4, 4
+    model = build_hf_model(config, torch.float32)
+    assert model.config._experts_implementation == "grouped_mm"
+    block, table = model.model.layers[0].mlp, load_implementation("hf").moe_dispatches
+    x = torch.randn(1, 1, 64)
+    with torch.inference_mode():
+        block(x)
+        with profile(activities=[ProfilerActivity.CPU]) as prof:
+            block(x)
+    counts = {e.key: e.count for e in prof.key_averages() if e.key.startswith("aten::")}
+    # 5 dense linears (router, shared gate / up / down, shared-expert gate) + 8 experts x 2 grouped projections
+    assert counts.get("aten::mm", 0) == 5 + 2 * 8
+    assert sum(counts.values()) == pytest.approx(table.get_block_calls(8, 2, True), rel=0.05)
