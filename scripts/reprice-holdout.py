@@ -2,7 +2,9 @@
 """Price the measured steps of a `validate --family` report with other profiles (no measuring): the spread of the
 hold-out error over several calibrations, with the measurements held fixed.
 
-    python scripts/reprice-holdout.py REPORT.json q1.yaml q2.yaml q3.yaml
+    python scripts/reprice-holdout.py [--per-model] REPORT.json q1.yaml q2.yaml q3.yaml
+
+`--per-model` adds each model's median / p90 (and signed median) under its family's line.
 
 Models are found by name among the HF hold-outs, the gpt-fast-style ones and the project's family (seed 0); rows of
 `calibrate --model` models are skipped. The hf and gptfast rows are priced twice: as if the reference decoder ran
@@ -40,17 +42,25 @@ def specs_by_name() -> dict:
     return specs
 
 
+def _summary(errors) -> str:
+    e = np.abs(errors)
+    return f"median {np.median(e):.1%} p90 {np.quantile(e, 0.9):.1%} (n {len(e)})"
+
+
 def main() -> int:
-    if len(sys.argv) < 3:
+    args = [a for a in sys.argv[1:] if a != "--per-model"]
+    per_model = len(args) < len(sys.argv) - 1
+    if len(args) < 2:
         print(__doc__, file=sys.stderr)
         return 2
-    report = json.loads(Path(sys.argv[1]).read_text())
+    report = json.loads(Path(args[0]).read_text())
     specs = specs_by_name()
     dtype = report["dtype"]
-    print(f"measurements: {sys.argv[1]} ({report['device']}, {dtype}, {report['created']})")
-    for path in sys.argv[2:]:
+    print(f"measurements: {args[0]} ({report['device']}, {dtype}, {report['created']})")
+    for path in args[1:]:
         hw = load_profile(path)
         errors: dict = {}
+        by_model: dict = {}
         for row in report["configs"]:
             spec = specs.get(row["model"])
             if spec is None or row.get("new_tokens", 1) != 1:
@@ -59,12 +69,15 @@ def main() -> int:
             if impl is not None:  # the family priced as the reference decoder, then with its implementation profile
                 priced = price_row(hw, hw, spec, dtype, row["batch"], row["context_tokens"])
                 errors.setdefault(f"{row['family']} (as reference)", []).append(
-                    abs(priced["predicted_s"] / row["measured_s"] - 1))
+                    priced["predicted_s"] / row["measured_s"] - 1)
             priced = price_row(hw, hw, spec, dtype, row["batch"], row["context_tokens"], impl)
-            errors.setdefault(row["family"], []).append(abs(priced["predicted_s"] / row["measured_s"] - 1))
-        line = ", ".join(f"{f} median {np.median(e):.1%} p90 {np.quantile(e, 0.9):.1%} (n {len(e)})"
-                         for f, e in errors.items())
-        print(f"{path}: {line}")
+            error = priced["predicted_s"] / row["measured_s"] - 1
+            errors.setdefault(row["family"], []).append(error)
+            by_model.setdefault(row["family"], {}).setdefault(row["model"], []).append(error)
+        print(f"{path}: " + ", ".join(f"{f} {_summary(e)}" for f, e in errors.items()))
+        for family, models in by_model.items() if per_model else ():
+            for model, e in models.items():
+                print(f"    {family} {model}: {_summary(e)}, signed median {np.median(e):+.1%}")
     return 0
 
 

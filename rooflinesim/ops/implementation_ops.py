@@ -15,7 +15,13 @@ them); the reference implementation adds none, so its prices are the ones every 
 * `extra_dispatches` (per layer): aten calls beyond the reference decoder's per layer, priced per call by a
   measured profile (`DtypeProfile.dispatch_s`). Fewer calls than the reference earn no credit: the reference's
   dispatch cost is spread over its per-op fits and the fitted per-layer overhead, and cannot be taken out of them op
-  by op.
+  by op. An MoE layer of an implementation with `moe_dispatches` counts its own calls: the layer's dense count with
+  the MoE block's (routing + per expert + per hit expert + a shared expert's MLP) in place of the dense MLP's.
+* `experts_gate_up_proj` / `experts_down_proj` (per MoE layer, `moe_experts: grouped_loop`): the routed experts as
+  one GEMM per expert, each at the tokens routed to it (T x top_k / experts hit, in expectation under uniform
+  routing), issued for all E experts of the layer; the experts not hit run an empty GEMM, priced as a dispatch.
+  The op's FLOPs and bytes are the whole layer's (every hit expert's weights read once); `dims` carry the per-expert
+  shape (`m`, `k`, `n`), `experts` (hit) and `expert_calls` (E) for the timing model (`timing.measured`).
 """
 
 from __future__ import annotations
@@ -74,13 +80,42 @@ def rope_extra_ops(impl: ImplementationSpec | None, tokens, width: int, a_bytes:
     return [make_op("rope_extra_pass", "elementwise", layers * passes, 0.0, 0.0, moved, moved, m=tokens, n=width)]
 
 
-def dispatch_ops(impl: ImplementationSpec | None, layers: int) -> list[OpCost]:
+def dispatch_ops(impl: ImplementationSpec | None, layers: int, moe_layers: int = 0, num_experts: int = 0,
+                 experts_hit=0.0, shared_expert: bool = False) -> list[OpCost]:
+    """Calls beyond the reference's per layer: `layers` decoder layers, `moe_layers` of them with an MoE block of
+    `num_experts` experts, `experts_hit` of which receive tokens (an array over the grid)."""
     if impl is None:
         return []
-    extra = impl.dispatches_per_layer.value - get_reference_implementation().dispatches_per_layer.value
-    if extra <= 0:
-        return []
-    return [make_op("extra_dispatches", "dispatch", layers, calls=extra)]
+    reference = get_reference_implementation().dispatches_per_layer.value
+    counted = impl.moe_dispatches
+    dense_layers = layers - moe_layers if counted is not None else layers
+    ops = []
+    extra = impl.dispatches_per_layer.value - reference
+    if extra > 0 and dense_layers > 0:
+        ops.append(make_op("extra_dispatches", "dispatch", dense_layers, calls=extra))
+    if counted is not None and moe_layers > 0:
+        calls = impl.dispatches_per_layer.value - counted.dense_mlp \
+            + counted.get_block_calls(num_experts, np.asarray(experts_hit, dtype=float), shared_expert)
+        moe_extra = np.maximum(calls - reference, 0.0)
+        if np.any(moe_extra > 0):
+            ops.append(make_op("moe_extra_dispatches", "dispatch", moe_layers, calls=moe_extra))
+    return ops
+
+
+def grouped_expert_ops(layers: int, routed_tokens, experts_hit, num_experts: int, hidden: int, width: int,
+                       gated: bool, w: float, a: float, dequant_flops_per_weight: float) -> list[OpCost]:
+    """The routed experts' two projections as one GEMM per expert (`moe_experts: grouped_loop`); the activation
+    between them is the caller's."""
+    routed, hit = np.asarray(routed_tokens, dtype=float), np.asarray(experts_hit, dtype=float)
+    rows = routed / np.maximum(hit, 1e-300)  # tokens each hit expert multiplies, in expectation
+    ops = []
+    for name, k, n in (("experts_gate_up_proj" if gated else "experts_up_proj", hidden, (2 if gated else 1) * width),
+                       ("experts_down_proj", width, hidden)):
+        weights = hit * k * n
+        ops.append(make_op(name, "expert_linear", layers, 2.0 * routed * k * n + dequant_flops_per_weight * weights,
+                           weights * w, routed * k * a, routed * n * a, m=rows, k=k, n=n, experts=hit,
+                           expert_calls=num_experts))
+    return ops
 
 
 def resolve_implementation(impl) -> ImplementationSpec | None:

@@ -22,7 +22,7 @@ from .op_cost import (
 )
 from ..units import get_dtype_bytes, get_weight_bytes_per_element, normalize_dtype
 from ..specs.implementation import ImplementationSpec
-from .implementation_ops import gqa_expansion_ops, kv_append_ops, rope_extra_ops
+from .implementation_ops import gqa_expansion_ops, grouped_expert_ops, kv_append_ops, rope_extra_ops
 
 #: Weight dtypes stored quantised and dequantised on the fly: 2 FLOPs per weight (scale and shift).
 DEQUANTISED_WEIGHT_DTYPES = ("int8", "int4")
@@ -236,9 +236,14 @@ def moe_mlp_ops(c: OpContext) -> list[OpCost]:
     layers = c.model.num_moe_layers
     touched = get_expected_experts_touched(moe.num_experts, moe.num_experts_per_token, c.tokens)
     routed_tokens = c.tokens * moe.num_experts_per_token
+    width = get_local_width(moe.moe_intermediate_size, c.tp)
     ops = [c.linear("router", layers, c.tokens, c.h, moe.num_experts)]
-    ops += c.mlp("experts_", layers, routed_tokens, get_local_width(moe.moe_intermediate_size, c.tp),
-                 weight_copies=touched, kind="expert_linear")
+    if c.impl is not None and c.impl.grouped_experts:  # one GEMM per expert (`implementation_ops`)
+        up, down = grouped_expert_ops(layers, routed_tokens, touched, moe.num_experts, c.h, width,
+                                      c.model.gated_mlp, c.w, c.a, c.dequant_flops_per_weight)
+        ops += [up, c._mlp_act("experts_mlp_act", layers, routed_tokens, width), down]
+    else:
+        ops += c.mlp("experts_", layers, routed_tokens, width, weight_copies=touched, kind="expert_linear")
     if moe.shared_intermediate_size:
         ops += c.mlp("shared_", layers, c.tokens, get_local_width(moe.shared_intermediate_size, c.tp))
     return ops

@@ -19,7 +19,9 @@ import numpy as np
 from ..specs.model import ModelSpec
 from ..specs.workload import Workload
 from .implementation_ops import dispatch_ops, resolve_implementation
-from .op_cost import OpCost, get_kv_tokens_read, get_kv_tokens_stored, make_collective, make_linear, make_op
+from .op_cost import (
+    OpCost, get_expected_experts_touched, get_kv_tokens_read, get_kv_tokens_stored, make_collective, make_linear, make_op,
+)
 from .sections import (
     OpContext, allreduce_ops, attention_ops_gqa, attention_ops_mla, dense_mlp_ops, embedding_ops, get_local_width,
     lm_head_ops, moe_mlp_ops, sampler_ops,
@@ -79,10 +81,20 @@ def get_step_ops(model: ModelSpec, workload: Workload, new_tokens, *, batch=None
         *moe_mlp_ops(c),
         *allreduce_ops(c, "mlp_allreduce", layers),
         c.residual("mlp_residual"),
-        *dispatch_ops(c.impl, layers),
+        *_dispatch_ops(c),
         *lm_head_ops(c),
         *(sampler_ops(c) if workload.sampling else []),
     ]
+
+
+def _dispatch_ops(c: OpContext) -> list:
+    """The implementation's calls beyond the reference's, its MoE blocks counted with the experts they hit."""
+    moe = c.model.moe
+    if c.impl is None or moe is None:
+        return dispatch_ops(c.impl, c.model.num_layers)
+    hit = get_expected_experts_touched(moe.num_experts, moe.num_experts_per_token, c.tokens)
+    return dispatch_ops(c.impl, c.model.num_layers, c.model.num_moe_layers, moe.num_experts, hit,
+                        bool(moe.shared_intermediate_size))
 
 
 def get_kv_elements_per_token_per_layer_per_device(model: ModelSpec, tensor_parallel: int = 1) -> int:

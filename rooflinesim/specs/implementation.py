@@ -10,7 +10,14 @@ differences the step model can price, each field a `{value, source}` pair naming
 * `gqa_expansion`: `native` (the kernel shares K / V across a query group), `repeat_kv` (K and V expanded to every
   query head in memory) or `repeat_kv_multi_token` (expanded only when a step adds several tokens per sequence);
 * `fused_qkv`, `fused_gate_up`: one projection of the concatenated width instead of several;
-* `dispatches_per_layer`: aten calls per decoder layer of a decode step (views included).
+* `dispatches_per_layer`: aten calls per decoder layer of a decode step (views included);
+* `moe_experts` (optional; absent: `batched`): how the routed experts run. `batched`: priced as one op per
+  projection over all routed tokens, as the reference step model always has; `grouped_loop`: one GEMM per expert at
+  the tokens routed to it, issued for every expert of the layer, empty ones included (transformers' `grouped_mm`
+  experts on a CPU), with the gate and up projections of an expert concatenated;
+* `moe_dispatches` (optional): aten calls of one MoE block, counted as routing + per_expert x experts +
+  per_hit_expert x experts hit (+ dense_mlp for a shared expert), replacing the `dense_mlp` calls of the dense MLP
+  that `dispatches_per_layer` counts.
 
 Shipped tables live in `implementations/` (`rooflinesim.data/implementations` in the wheel); a path to a YAML file
 works too. `ops.sections` turns a table into ops; the reference table adds none.
@@ -20,7 +27,7 @@ from __future__ import annotations
 
 from functools import lru_cache
 from pathlib import Path
-from typing import ClassVar, Literal
+from typing import ClassVar, Literal, Optional
 
 from pydantic import Field
 
@@ -50,6 +57,25 @@ class SourcedFlag(_Sourced):
     value: bool
 
 
+class MoeExperts(_Sourced):
+    value: Literal["batched", "grouped_loop"]
+
+
+class MoeDispatches(_Sourced):
+    """aten calls (views included) of one MoE block of a decode step, as a linear count in the experts."""
+
+    routing: int = Field(ge=0, le=100_000, description="router, sort / gather / scatter glue, shared-expert gate")
+    per_expert: int = Field(ge=0, le=10_000, description="per expert of the layer, hit or not")
+    per_hit_expert: int = Field(ge=0, le=10_000, description="per expert that received tokens")
+    dense_mlp: int = Field(ge=0, le=10_000, description="one dense MLP's calls (the shared expert's, and the dense "
+                                                        "MLP's share of dispatches_per_layer)")
+
+    def get_block_calls(self, num_experts: int, experts_hit, shared_expert: bool):
+        """The block's calls at `experts_hit` experts receiving tokens (an array over the grid)."""
+        return (self.routing + self.per_expert * num_experts + self.per_hit_expert * experts_hit
+                + (self.dense_mlp if shared_expert else 0))
+
+
 class ImplementationSpec(SpecModel):
     """One implementation's op inventory as far as pricing needs it (see the module docstring)."""
 
@@ -63,13 +89,21 @@ class ImplementationSpec(SpecModel):
     fused_qkv: SourcedFlag
     fused_gate_up: SourcedFlag
     dispatches_per_layer: SourcedCount
+    moe_experts: Optional[MoeExperts] = None
+    moe_dispatches: Optional[MoeDispatches] = None
 
-    #: the fields that carry a value and its source
-    SOURCED_FIELDS: ClassVar[tuple[str, ...]] = ("kv_cache_append", "rope_extra_passes", "gqa_expansion", "fused_qkv", "fused_gate_up",
-                      "dispatches_per_layer")
+    #: the fields that carry a value and its source (the last two optional)
+    SOURCED_FIELDS: ClassVar[tuple[str, ...]] = ("kv_cache_append", "rope_extra_passes", "gqa_expansion", "fused_qkv",
+                                                 "fused_gate_up", "dispatches_per_layer", "moe_experts",
+                                                 "moe_dispatches")
+
+    @property
+    def grouped_experts(self) -> bool:
+        """Whether routed experts run one GEMM per expert (`moe_experts: grouped_loop`)."""
+        return self.moe_experts is not None and self.moe_experts.value == "grouped_loop"
 
     def sources(self) -> dict[str, str]:
-        return {name: getattr(self, name).source for name in self.SOURCED_FIELDS}
+        return {name: getattr(self, name).source for name in self.SOURCED_FIELDS if getattr(self, name) is not None}
 
 
 def list_implementation_names() -> list[str]:

@@ -196,9 +196,19 @@ class MeasuredTiming:
         return per
 
     def _linear_s(self, dm: _DtypeModel, op: OpCost) -> np.ndarray:
+        return self._linear_shape_s(dm, op.dims["m"], op.dims["k"], op.dims["n"],
+                                    np.asarray(op.weight_bytes, dtype=float))
+
+    def _grouped_experts_s(self, dm: _DtypeModel, op: OpCost) -> np.ndarray:
+        """One GEMM per hit expert at its own rows and weights from the linear tables, and an empty GEMM (one
+        dispatch) for each expert of the layer that received no token (`ops.implementation_ops`)."""
+        hit = np.asarray(op.dims["experts"], dtype=float)
+        weight = np.asarray(op.weight_bytes, dtype=float) / np.maximum(hit, 1e-300)
+        per_expert = self._linear_shape_s(dm, op.dims["m"], op.dims["k"], op.dims["n"], weight)
+        return hit * per_expert + np.maximum(op.dims["expert_calls"] - hit, 0.0) * self._dispatch_s(dm.profile)
+
+    def _linear_shape_s(self, dm: _DtypeModel, m, k, n, weight) -> np.ndarray:
         prof = dm.profile
-        m, k, n = op.dims["m"], op.dims["k"], op.dims["n"]
-        weight = np.asarray(op.weight_bytes, dtype=float)
         per = self._cold_linear_s(dm, m, k, n, weight)
         if prof.cache_reuse is None:
             return per
@@ -234,6 +244,8 @@ class MeasuredTiming:
             per = fit.overhead_s + fit.coefficients.get("bytes", 0.0) * op.bytes
         elif op.kind == "dispatch":
             per = op.dims["calls"] * self._dispatch_s(prof)
+        elif op.kind == "expert_linear" and "expert_calls" in op.dims:
+            per = self._grouped_experts_s(dm, op)
         elif op.name in ("kv_concat", "kv_repeat"):
             # a profile measured before the fresh-allocation copy was timed: its copy bandwidth (a copy into an
             # existing buffer, so without the new allocation's page faults: a lower bound) + one call's overhead

@@ -8,7 +8,8 @@ and `DynamicSlidingWindowLayer` for Mistral's window). Four architectures:
 * LlamaForCausalLM, GQA 4, untied 49k vocabulary;
 * Qwen2ForCausalLM, q/k/v biases, GQA 7, a 151k vocabulary (tied, as Qwen2's small checkpoints are);
 * MistralForCausalLM with a 1024-token sliding window (contexts above it attend to the window only);
-* Qwen2MoeForCausalLM, 8 routed experts (top-2), a shared expert, full multi-head attention.
+* Qwen2MoeForCausalLM, 8 routed experts (top-2), a shared expert, full multi-head attention; its experts run
+  transformers' default `grouped_mm` experts implementation (`implementations/hf.yaml` moe_experts).
 
 A decode step is timed against a cache holding `context` random keys and values per layer: the cache is filled once
 by `DynamicCache.update` and each layer's state is put back before every timed call (untimed), so every call appends
