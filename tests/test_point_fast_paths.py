@@ -1,0 +1,146 @@
+"""The shortcuts one `predict` point takes in building and summing its objects give, bit for bit, what the plain
+construction gives: the step totals summed in one pass, ops and op times filled in without the dataclass `__init__`,
+and the largest step time found without `np.max`. (`tests/test_pricing_fast_paths.py` covers the pricing shortcuts;
+speed is measured by `benchmarks/bench_predict_call.py`, never asserted.)"""
+
+import dataclasses
+import math
+from functools import reduce
+
+import numpy as np
+import pytest
+from hypothesis import given, settings, strategies as st
+
+from rooflinesim import load_hardware, load_model
+from rooflinesim.ops.op_cost import OpCost, make_op
+from rooflinesim.scenario.builder import build_scenario
+from rooflinesim.scenario.checks import get_worst_time
+from rooflinesim.specs.workload import Workload
+from rooflinesim.step import StepCost, get_memory_fit, get_step_cost
+from rooflinesim.timing import DatasheetTiming, OpTime
+from rooflinesim.timing.datasheet import _make_op_times
+
+#: (hardware, model, workload fields, batch, context, new tokens) at one point: TP (collectives), quantised weights,
+#: MoE, MLA, unfused attention
+POINTS = [
+    ("h100", "llama-3.1-8b", {}, 8, 4096, 1),
+    ("h100", "llama-3.1-70b", {"tensor_parallel": 4}, 16, 8192, 5),
+    ("a100", "llama-3.1-8b", {"weight_dtype": "int4"}, 4, 2048, 3),
+    ("h100", "mixtral-8x7b", {"tensor_parallel": 2, "attention": "unfused"}, 64, 4096, 1),
+    ("h100", "deepseek-v2-lite", {"kv_dtype": "fp8"}, 2, 1024, 5),
+]
+
+TOTALS = ("flops", "bytes", "weight_bytes", "kv_read_bytes", "kv_write_bytes", "act_read_bytes", "act_write_bytes")
+
+#: finite doubles of every magnitude, where a compensated or reordered sum would round differently
+DOUBLES = st.floats(min_value=-1e300, max_value=1e300, allow_nan=False, allow_infinity=False)
+
+
+def _in_order(terms) -> np.float64:
+    """`sum`'s additions, one after the other, on float64 scalars (the plain path's arithmetic)."""
+    return reduce(lambda total, term: total + term, terms, 0)
+
+
+@pytest.mark.parametrize("hw_name, model_name, fields, batch, context, new_tokens", POINTS)
+def test_a_points_totals_are_the_plain_sums(hw_name, model_name, fields, batch, context, new_tokens):
+    hw = load_hardware(hw_name)
+    step = get_step_cost(hw, load_model(model_name), Workload(batch=1, context_tokens=0, **fields), new_tokens,
+                         DatasheetTiming.expected(hw), context, batch)
+    assert step._point_ops  # the one-pass path is the one taken
+    for name in TOTALS:
+        total = step._total(name)
+        plain = sum(op.count * getattr(op, name) for op in step.ops)
+        assert type(total) is np.float64 and total.tobytes() == plain.tobytes(), name
+    assert step.activation_bytes == step._total("act_read_bytes") + step._total("act_write_bytes")
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.tuples(st.integers(1, 200), DOUBLES, DOUBLES), min_size=1, max_size=30))
+def test_the_one_pass_totals_add_as_sum_does(rows):
+    """Any values and counts: the additions in `sum`'s order with its rounding at each step, never compensated
+    (Python 3.12's `sum` of floats is) nor reordered (numpy's pairwise sum is)."""
+    ops = [make_op(f"op{i}", "elementwise", count, flops, weight, flops, weight, weight, flops, 0.0)
+           for i, (count, flops, weight) in enumerate(rows)]
+    step = StepCost(ops=ops, expected=[], hw=None, compute_dtype="bf16", tokens=np.asarray(1.0), step_overhead_s=0.0)
+    with np.errstate(over="ignore", invalid="ignore"):
+        for name in TOTALS:
+            plain = _in_order(op.count * getattr(op, name) for op in ops)
+            assert step._point_totals[name].tobytes() == np.float64(plain).tobytes(), name
+
+
+def test_the_totals_are_not_a_compensated_sum():
+    """1 + 1e16 + 1 + 1 rounds to 1e16 added in order; summed exactly it is 1e16 + 4."""
+    ops = [make_op(f"op{i}", "elementwise", 1, value) for i, value in enumerate((1.0, 1e16, 1.0, 1.0))]
+    step = StepCost(ops=ops, expected=[], hw=None, compute_dtype="bf16", tokens=np.asarray(1.0), step_overhead_s=0.0)
+    assert step.flops == 1e16 != math.fsum(op.flops for op in ops)
+
+
+@pytest.mark.parametrize("values", [
+    (1.0, 2.0, 3.0, 4.0, 0.0, 0.0, 0.0),
+    (np.float64(1e12), 3, np.int64(7), np.float64(2.5), 0.0, np.float64(-0.0), 5.0),
+    (np.asarray(1e12), np.asarray(4.0), 2.0, 1.0, np.asarray(0.0), 0.0, 0.0),  # 0-d arrays
+    (0.0, 1e16, 1.0, -1e16, 1.0, 0.0, 0.0),  # `bytes` is 1 added in the property's order, 0 in another
+])
+def test_a_points_op_is_the_dataclasss_own(values):
+    fast = make_op("q_proj", "linear", 32, *values, m=np.float64(8.0), k=4096, n=1024)
+    plain = OpCost("q_proj", "linear", 32, *map(np.float64, values), dims={"m": np.float64(8.0), "k": 4096, "n": 1024})
+    assert fast == plain and repr(fast) == repr(plain)
+    assert dataclasses.asdict(fast) == dataclasses.asdict(plain)
+    plain_fields = {name: getattr(plain, name) for name in vars(plain)} | {"bytes": plain.bytes}
+    assert vars(fast).keys() == plain_fields.keys()
+    for name, value in plain_fields.items():
+        assert type(vars(fast)[name]) is type(value), name
+        if type(value) is np.float64:  # bit for bit (-0.0 included)
+            assert vars(fast)[name].tobytes() == value.tobytes(), name
+        else:
+            assert vars(fast)[name] == value, name
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        fast.flops = 0.0
+
+
+def test_a_points_op_times_are_the_dataclasss_own():
+    compute = np.asarray([1e-6, 2e-6, 0.0, 3e-5])
+    memory = np.asarray([2e-6, 1e-6, 0.0, np.inf])
+    overhead = np.asarray([1e-6, 1e-6, 0.0, 2e-6])
+    total = compute + memory + overhead
+    fast = _make_op_times(compute, memory, overhead, total, compute > memory)
+    plain = list(map(OpTime, compute, memory, overhead, total, compute > memory))
+    assert fast == plain and [repr(t) for t in fast] == [repr(t) for t in plain]
+    for f, p in zip(fast, plain):
+        assert {name: type(value) for name, value in vars(f).items()} == \
+            {name: type(value) for name, value in vars(p).items()}
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        fast[0].time_s = 0.0
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.floats(allow_nan=True, allow_infinity=True), min_size=1, max_size=8))
+def test_the_worst_time_of_a_point_is_np_max(values):
+    """The check reads only whether the worst time is finite (and prints it when not): NaN wins, else the largest."""
+    scalars = get_worst_time([np.float64(v) for v in values])
+    arrays = get_worst_time([np.asarray([v]) for v in values])
+    plain = float(np.max([np.max(np.float64(v)) for v in values]))
+    assert type(scalars) is float
+    if math.isnan(plain):
+        assert math.isnan(scalars) and math.isnan(arrays)
+    else:
+        assert scalars == arrays == plain
+
+
+@pytest.mark.parametrize("options", [{}, {"drafter": "eagle", "k": 4}, {"drafter": "medusa", "k": 3},
+                                     {"drafter": "self", "draft_kv_budget": 512}, {"speculative": False}])
+def test_the_memory_fit_keeps_the_steps_own_numbers(options):
+    """The scenario's fit is the step's with the usable memory as capacity and a drafter's share added."""
+    scenario = build_scenario("h100", "llama-3.1-8b", 8, 4096, **options)
+    fit = scenario.get_memory_fit(k=3)
+    plain = get_memory_fit(scenario.hardware, scenario.model, scenario.workload, 4, scenario.batch,
+                           scenario.context_tokens)
+    assert fit.capacity_bytes == scenario.usable_memory_bytes
+    assert np.array_equal(fit.activation_bytes, plain.activation_bytes)
+    drafter = scenario.drafter.kind if scenario.drafter is not None else None
+    if drafter != "self":
+        assert np.array_equal(fit.kv_cache_bytes, plain.kv_cache_bytes) or drafter == "model"
+    if drafter in (None, "self"):
+        assert fit.weight_bytes == plain.weight_bytes
+    else:
+        assert np.all(fit.weight_bytes > plain.weight_bytes)
