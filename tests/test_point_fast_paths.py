@@ -6,19 +6,27 @@ speed is measured by `benchmarks/bench_predict_call.py`, never asserted.)"""
 import dataclasses
 import math
 from functools import reduce
+from pathlib import Path
 
 import numpy as np
 import pytest
 from hypothesis import given, settings, strategies as st
 
 from rooflinesim import load_hardware, load_model
+from rooflinesim.ops.step_ops import get_step_ops
 from rooflinesim.ops.op_cost import OpCost, make_op
 from rooflinesim.scenario.builder import build_scenario
 from rooflinesim.scenario.checks import get_worst_time
+from rooflinesim.scenario.inputs import resolve_engine
+from rooflinesim.specs.profiles import apply_calibration
 from rooflinesim.specs.workload import Workload
 from rooflinesim.step import StepCost, get_memory_fit, get_step_cost
-from rooflinesim.timing import DatasheetTiming, OpTime
+from rooflinesim.timing import DatasheetTiming, OpTime, get_timing_model
 from rooflinesim.timing.datasheet import _make_op_times
+from rooflinesim.timing.engine import with_engine
+from rooflinesim.units import _NORMALIZED, UnitError, normalize_dtype
+
+PROFILE = Path(__file__).resolve().parent / "data" / "profiles" / "cpu-amd-epyc-2c.yaml"
 
 #: (hardware, model, workload fields, batch, context, new tokens) at one point: TP (collectives), quantised weights,
 #: MoE, MLA, unfused attention
@@ -144,3 +152,28 @@ def test_the_memory_fit_keeps_the_steps_own_numbers(options):
         assert fit.weight_bytes == plain.weight_bytes
     else:
         assert np.all(fit.weight_bytes > plain.weight_bytes)
+
+
+def test_dtype_names_are_answered_as_before_once_kept():
+    for name in ("bf16", "BFloat16 ", "float8_e4m3fn", "int4", "FP32"):
+        first = normalize_dtype(name)
+        assert normalize_dtype(name) == first == normalize_dtype(name.strip().lower())
+        assert _NORMALIZED[name] == first  # kept: the fast path is the one taken
+    for _ in range(2):  # an unknown name is refused every time, never kept
+        with pytest.raises(UnitError, match="unknown dtype 'bf17'"):
+            normalize_dtype("bf17")
+
+
+def test_an_engine_copies_its_timing_only_when_the_base_changes():
+    """A datasheet is the same for every step (the engine's model is kept); a measured profile reads each step's
+    working set (a copy with the new base, as `dataclasses.replace` made it)."""
+    model, workload = load_model("llama-3.1-8b"), Workload(batch=1, context_tokens=0)
+    ops = get_step_ops(model, workload, 1, batch=8, context_tokens=4096)
+    engine = resolve_engine("vllm-v1")
+    datasheet = with_engine(DatasheetTiming.expected(load_hardware("h100")), engine)
+    assert datasheet.for_step(ops) is datasheet and datasheet.with_co_resident(1e9) is datasheet
+    cpu = apply_calibration(load_hardware("cpu"), str(PROFILE))[0]
+    measured = with_engine(get_timing_model(cpu), engine)
+    stepped = measured.for_step(ops)
+    assert stepped.base is not measured.base and stepped == dataclasses.replace(measured,
+                                                                                base=measured.base.for_step(ops))

@@ -49,10 +49,14 @@ class EngineTiming:
 
     # --- the TimingModel protocol: the base model's op times --------------------------------------------------------
     def for_step(self, ops: list[OpCost]) -> "EngineTiming":
-        return replace(self, base=self.base.for_step(ops))
+        return self._with_base(self.base.for_step(ops))
 
     def with_co_resident(self, weight_bytes: float) -> "EngineTiming":
-        return replace(self, base=self.base.with_co_resident(weight_bytes))
+        return self._with_base(self.base.with_co_resident(weight_bytes))
+
+    def _with_base(self, base: TimingModel) -> "EngineTiming":
+        # a datasheet's base is the same for every step: no copy (`replace` costs more than pricing an op)
+        return self if base is self.base else replace(self, base=base)
 
     def get_op_time(self, op: OpCost, compute_dtype: str) -> OpTime:
         return self.base.get_op_time(op, compute_dtype)
