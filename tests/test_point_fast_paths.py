@@ -23,7 +23,8 @@ from rooflinesim.specs.workload import Workload
 from rooflinesim.step import StepCost, get_memory_fit, get_step_cost
 from rooflinesim.timing import DatasheetTiming, OpTime, get_timing_model
 from rooflinesim.timing.datasheet import _make_op_times
-from rooflinesim.timing.engine import with_engine
+from rooflinesim.specs.registry import list_engines, load_engine
+from rooflinesim.timing.engine import ROLES, get_engine_step_s, with_engine
 from rooflinesim.units import _NORMALIZED, UnitError, normalize_dtype
 
 PROFILE = Path(__file__).resolve().parent / "data" / "profiles" / "cpu-amd-epyc-2c.yaml"
@@ -177,3 +178,30 @@ def test_an_engine_copies_its_timing_only_when_the_base_changes():
     stepped = measured.for_step(ops)
     assert stepped.base is not measured.base and stepped == dataclasses.replace(measured,
                                                                                 base=measured.base.for_step(ops))
+
+
+ENGINES = [name for name in list_engines() if not load_engine(name).is_ideal]
+
+
+@settings(max_examples=300, deadline=None)
+@given(engine=st.sampled_from(ENGINES), role=st.sampled_from(ROLES), prices_launch=st.booleans(),
+       batch=st.integers(1, 4096), new_tokens=st.integers(1, 9000), layers=st.integers(1, 128),
+       gpu_time_s=st.one_of(st.floats(0.0, 10.0), st.just(math.inf), st.just(math.nan)),
+       as_float64=st.booleans(), per_token_s=st.sampled_from([None, 1.3e-7]))
+def test_a_points_engine_time_is_the_array_paths(engine, role, prices_launch, batch, new_tokens, layers, gpu_time_s,
+                                                 as_float64, per_token_s):
+    """Launch + exposed host at one point, on Python floats: the array path's numbers over a grid of one, bit for bit,
+    for every engine, role, overlap and launch pricing (NaN where the array path gives NaN); a host cost per token
+    too, which no shipped engine has."""
+    spec = load_engine(engine)
+    if per_token_s is not None:
+        spec = spec.model_copy(update={"host": spec.host.model_copy(update={"per_token_s": per_token_s})})
+    timing = dataclasses.replace(with_engine(DatasheetTiming.expected(load_hardware("h100")), spec), role=role,
+                                 prices_launch=prices_launch)
+    b, q = (np.int64(batch), np.float64(new_tokens)) if as_float64 else (batch, new_tokens)
+    with np.errstate(invalid="ignore"):
+        point = get_engine_step_s(timing, layers, b, q, np.float64(gpu_time_s))
+        grid = get_engine_step_s(timing, layers, np.asarray([batch]), np.asarray([new_tokens]),
+                                 np.asarray([gpu_time_s]))
+    assert type(point) is np.float64 and grid.shape == (1,)
+    assert point.tobytes() == grid[0].tobytes() or (math.isnan(point) and math.isnan(grid[0]))
