@@ -44,11 +44,19 @@ class UnitError(ValueError):
 
 def normalize_dtype(name: str) -> str:
     """Canonical dtype name ('bfloat16' -> 'bf16'); raises UnitError naming the supported ones."""
+    if type(name) is str and name in _NORMALIZED:  # a point asks some 20 times
+        return _NORMALIZED[name]
     key = str(name).strip().lower()
     key = _DTYPE_ALIASES.get(key, key)
     if key not in DTYPE_BYTES:
         raise UnitError(f"unknown dtype {name!r}; supported: {', '.join(DTYPES)}")
+    if type(name) is str and len(_NORMALIZED) < 256:  # what was asked, bounded: names come from users
+        _NORMALIZED[name] = key
     return key
+
+
+#: the names `normalize_dtype` has answered, as given -> canonical
+_NORMALIZED: dict[str, str] = {}
 
 
 def get_dtype_bytes(name: str) -> float:

@@ -145,7 +145,8 @@ class Scenario:
         q = np.asarray(k) + 1
         w = self.workload
         fit = get_memory_fit(self.hardware, self.model, w, q, b, s)
-        fit = replace(fit, capacity_bytes=self.usable_memory_bytes)
+        # not `dataclasses.replace`: its generic copy costs more than a new fit
+        fit = MemoryFit(fit.weight_bytes, fit.kv_cache_bytes, fit.activation_bytes, self.usable_memory_bytes)
         if self.drafter is not None and self.drafter.kind in HEAD_KINDS + ("head",):
             # a head's own weights (a Medusa head each per draft position); its one layer's KV cache is left out
             kind = "eagle" if self.drafter.kind == "head" else self.drafter.kind
@@ -154,9 +155,11 @@ class Scenario:
             heads = np.maximum(np.asarray(k), 1) if kind == "medusa" else 1
             if kind == "medusa" and self.tree is not None:  # one head per depth of the tree, whatever its width
                 heads = self.tree.static.depth if self.tree.static is not None else self.tree.steps
-            return replace(fit, weight_bytes=fit.weight_bytes + heads * per_head)
+            return MemoryFit(fit.weight_bytes + heads * per_head, fit.kv_cache_bytes, fit.activation_bytes,
+                             fit.capacity_bytes)
         if self.drafter is not None and self.drafter.kind == "self":
-            return replace(fit, kv_cache_bytes=fit.kv_cache_bytes + get_self_draft_kv_bytes(self, b, s, q))
+            return MemoryFit(fit.weight_bytes, fit.kv_cache_bytes + get_self_draft_kv_bytes(self, b, s, q),
+                             fit.activation_bytes, fit.capacity_bytes)
         if self.drafter is None or self.drafter.kind != "model":
             return fit
         d = self.draft_workload

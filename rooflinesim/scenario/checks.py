@@ -60,12 +60,20 @@ def check_finite_prices(scenario) -> None:
         steps.append((scenario.drafter.model, (draft,)))
     for model, priced in steps:
         with np.errstate(over="ignore", invalid="ignore"):  # the one line below says it, not numpy's warnings
-            worst = float(np.max([np.max(time) for step in priced  # NaN anywhere makes it NaN
-                                  for time in (step.step_time_s, step.roofline_step_time_s)]))
+            worst = get_worst_time([time for step in priced for time in (step.step_time_s, step.roofline_step_time_s)])
         if not math.isfinite(worst * (q + 1)):
             raise InputError(
                 f"{scenario.hardware.name} prices a step of {model.name} (batch {b}, context up to {s}) at "
                 f"{worst:.3g} s: a number in the hardware spec or profile is far outside any physical range")
+
+
+def get_worst_time(times: list) -> float:
+    """The largest of these step times (arrays or float64 scalars), NaN where any is NaN, as `np.max` finds it; at
+    one point (every time a scalar) without an array evaluation."""
+    if all(type(time) is np.float64 for time in times):
+        return math.nan if any(math.isnan(time) for time in times) else float(max(times))
+    with np.errstate(invalid="ignore"):
+        return float(np.max([np.max(time) for time in times]))
 
 
 def get_pricing_warnings(scenario) -> list[str]:

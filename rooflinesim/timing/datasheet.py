@@ -126,7 +126,7 @@ class DatasheetTiming:
         op, with the rates and counts of an op list of these kinds and counts worked out once."""
         key = (id(self.hw), self.compute_fraction, self.memory_fraction, self.compute_memory_overlap,
                self.kernel_overhead_s, tuple(self.compute_fraction_by_dtype.items()), self.quant_kernel, compute_dtype,
-               tuple((op.kind, op.count) for op in ops))
+               tuple([(op.kind, op.count) for op in ops]))
         hit = _STACKED_RATES.get(key)
         if hit is None or hit[0] is not self.hw:  # the spec itself is kept, so its id is never another's
             if len(_STACKED_RATES) >= _MAX_STACKED_RATES:
@@ -138,7 +138,7 @@ class DatasheetTiming:
         compute = counts * np.array([op.flops for op in ops]) / peak
         memory = counts * np.array([op.bytes for op in ops]) / bandwidth
         total = compute + memory - overlap * np.minimum(compute, memory) + overhead
-        return list(map(OpTime, compute, memory, overhead, total, compute > memory))
+        return _make_op_times(compute, memory, overhead, total, compute > memory)
 
     def get_step_overhead_s(self, num_layers: int, compute_dtype: str) -> float:
         return num_layers * self.layer_latency_s
@@ -155,6 +155,21 @@ class DatasheetTiming:
     def get_relative_sigmas(self, compute_dtype: str) -> None:
         """No interval: nothing was measured (`TimingModel.get_relative_sigmas`)."""
         return None
+
+
+def _make_op_times(compute, memory, overhead, total, bound) -> list[OpTime]:
+    """`list(map(OpTime, ...))` over one row per op: the dataclass's `__init__` sets each field of a frozen instance
+    through `object.__setattr__`, a point makes some 70 of them, so the fields go into each instance's dict at once
+    (the same objects: `tests/test_pricing_fast_paths.py`)."""
+    times = []
+    for c, m, o, t, b in zip(compute, memory, overhead, total, bound):
+        time = _new_time(OpTime)
+        time.__dict__.update(compute_time_s=c, memory_time_s=m, overhead_s=o, time_s=t, compute_bound=b)
+        times.append(time)
+    return times
+
+
+_new_time = object.__new__
 
 
 def get_op_time(timing: TimingModel, hw: HardwareSpec, op: OpCost, compute_dtype: str,

@@ -49,10 +49,14 @@ class EngineTiming:
 
     # --- the TimingModel protocol: the base model's op times --------------------------------------------------------
     def for_step(self, ops: list[OpCost]) -> "EngineTiming":
-        return replace(self, base=self.base.for_step(ops))
+        return self._with_base(self.base.for_step(ops))
 
     def with_co_resident(self, weight_bytes: float) -> "EngineTiming":
-        return replace(self, base=self.base.with_co_resident(weight_bytes))
+        return self._with_base(self.base.with_co_resident(weight_bytes))
+
+    def _with_base(self, base: TimingModel) -> "EngineTiming":
+        # a datasheet's base is the same for every step: no copy (`replace` costs more than pricing an op)
+        return self if base is self.base else replace(self, base=base)
 
     def get_op_time(self, op: OpCost, compute_dtype: str) -> OpTime:
         return self.base.get_op_time(op, compute_dtype)
@@ -147,8 +151,36 @@ def get_engine_step_s(timing: TimingModel, num_layers: int, batch, new_tokens, g
     """What the engine adds to one full forward step (launches + exposed host); 0.0 without an engine."""
     if not isinstance(timing, EngineTiming):
         return 0.0
+    if type(batch) in _POINT_TYPES and type(new_tokens) in _POINT_TYPES and type(gpu_time_s) in _POINT_TYPES:
+        return _get_point_engine_step_s(timing, num_layers, batch, new_tokens, gpu_time_s)
     launch = timing.get_launch_s(timing.get_step_kernels(num_layers), batch, new_tokens)
     return launch + timing.get_exposed_host_s(batch, new_tokens, np.asarray(gpu_time_s) + launch)
+
+
+#: the types of one point's batch, new tokens and GPU time that `get_engine_step_s` prices on Python floats
+_POINT_TYPES = frozenset({int, float, np.int64, np.float64})
+
+
+def _get_point_engine_step_s(timing: EngineTiming, num_layers: int, batch, new_tokens, gpu_time_s) -> np.float64:
+    """`get_engine_step_s` at one point: the same operations in the same order on Python floats (IEEE doubles, as
+    the 0-d arrays' float64), without a numpy evaluation each; a float64 as the array path returns."""
+    b, q = float(batch), float(new_tokens)
+    launch = 0.0
+    if timing.prices_launch:
+        spec = timing.engine.launch
+        captured = b <= spec.graph_max_batch and q <= spec.graph_max_query_tokens and b * q <= spec.graph_max_tokens
+        launch = float(timing.get_step_kernels(num_layers)) * (spec.kernel_s_graph if captured else spec.kernel_s_eager)
+    host = 0.0
+    if timing.role != "inner":
+        costs, spec = timing.engine.host, timing.engine.speculative
+        host = ((costs.constant_s + costs.per_sequence_s * b + costs.per_token_s * b * q)
+                / timing.engine.scheduling.multi_step)
+        if timing.role == "speculative":
+            host = host + spec.per_iteration_s + spec.per_sequence_s * b
+    if timing.overlaps_host:  # np.maximum(host - gpu, 0): NaN stays NaN
+        exposed = host - (float(gpu_time_s) + launch)
+        host = exposed if exposed != exposed or exposed > 0.0 else 0.0
+    return np.float64(launch + host)
 
 
 def get_engine_ops_s(timing: TimingModel, ops: list[OpCost], num_layers: int, batch=1) -> np.ndarray | float:
