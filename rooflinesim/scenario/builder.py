@@ -30,10 +30,7 @@ from ..specs.engine import EngineSpec
 from ..units import format_count
 
 from ..acceptance.trees import TreeShape
-from .drafting import (
-    check_tree_options, get_self_draft_kv_bytes, get_tree_depth, get_tree_k_values, resolve_any_drafter, resolve_tree,
-    resolve_tree_acceptance, with_ngram_match_fraction,
-)
+from .drafting import get_self_draft_kv_bytes, resolve_any_drafter, resolve_tree, with_ngram_match_fraction
 from .inputs import (
     DEFAULT_ALPHA, DEFAULT_BATCH, DEFAULT_CONTEXT_TOKENS, DEFAULT_GPU_MEMORY_UTILIZATION, DEFAULT_HARDWARE,
     DEFAULT_MEMORY_RESERVE_BYTES, DEFAULT_MODEL, DEFAULT_WEIGHT_DTYPE, MAX_K, Acceptance,
@@ -44,6 +41,7 @@ from .inputs import (
 from .inputs import resolve_engine
 from .groups import DEFAULT, Deployment, Memory, Precision, Sampling, Speculation, get_scenario_options
 from .implementation import resolve_implementation
+from .tree_scenario import with_tree
 from .checks import check_finite_prices, check_grid_size, get_memory_warnings, get_pricing_warnings
 
 
@@ -309,7 +307,7 @@ def build_scenario(
     if ngram_match_fraction is not None and (tree_shape is not None or not speculative):
         raise InputError("an n-gram match fraction applies to a speculative chain drafted by --drafter ngram")
     if speculative and tree_shape is not None:
-        scenario = _with_tree(scenario, tree_shape, model_spec, hw_spec, workload, warnings, draft, drafter,
+        scenario = with_tree(scenario, tree_shape, model_spec, hw_spec, workload, warnings, draft, drafter,
                               head_layer_fraction, draft_tp, alpha, alpha_per_position, acceptance, acceptance_k, k,
                               k_values, bool(extra_draft_pass), batch_axis, context_axis, draft_kv_budget,
                               draft_layer_fraction, bool(allow_long_context))
@@ -364,44 +362,6 @@ def build_scenario(
     resolved = replace(scenario, warnings=tuple(dict.fromkeys(warnings)), assumed=assumed)
     resolved._priced.update(scenario._priced)  # the same deployment and grid: the checked steps stand
     return resolved
-
-
-def _with_tree(scenario, shape, model_spec, hw_spec, workload, warnings, draft, drafter, head_layer_fraction,
-               draft_tp, alpha, alpha_per_position, acceptance, acceptance_k, k, k_values, extra_draft_pass,
-               batch_axis, context_axis, draft_kv_budget=None, draft_layer_fraction=None,
-               allow_long_context=False) -> Scenario:
-    """The speculative part of a scenario that drafts a tree (see `scenario.drafting`); `warnings` is extended."""
-    if acceptance is not None:
-        if alpha is not None or alpha_per_position is not None:
-            raise InputError("give a measured or preset acceptance or alpha / alpha_per_position, not both")
-        from ..acceptance.sources import load_acceptance
-
-        measured = load_acceptance(acceptance, k=acceptance_k)
-        alphas, per_depth, more = resolve_tree_acceptance(shape, measured)
-        warnings += more
-        from .inputs import PRESET_DRAFTER_KINDS
-
-        resolved = Acceptance(alphas=alphas, per_position=per_depth, source=measured.describe(),
-                              drafter_kind=PRESET_DRAFTER_KINDS.get(measured.conditions.get("method")))
-    else:
-        if acceptance_k is not None:
-            raise InputError("acceptance_k (--acceptance-k) is the draft length of an --acceptance file; none given")
-        resolved = resolve_acceptance(alpha, alpha_per_position)
-        depth = get_tree_depth(shape)
-        if resolved.per_position is not None and len(resolved.per_position) < depth:
-            raise InputError(f"a tree of depth {depth} needs {depth} per-depth acceptance rates, got "
-                             f"{len(resolved.per_position)}")
-    chosen = None if k is None else check_k(k)
-    ks = get_tree_k_values(shape, chosen, None if k_values is None else
-                           [check_k(x) for x in _as_list(k_values)])
-    check_grid_size(batch_axis, context_axis, ks, len(resolved.alphas or (0,)))
-    spec_drafter, draft_workload, drafter_warnings = resolve_any_drafter(
-        model_spec, hw_spec, workload, draft, drafter, head_layer_fraction, draft_tp, draft_kv_budget,
-        draft_layer_fraction, context_axis, allow_long_context)
-    warnings += drafter_warnings
-    check_tree_options(shape, spec_drafter.kind, extra_draft_pass, scenario.draft_first_step_tokens)
-    return replace(scenario, drafter=spec_drafter, draft_workload=draft_workload, acceptance=resolved, k_values=ks,
-                   k=chosen if chosen is not None else (shape.tree_tokens if k_values is None else None), tree=shape)
 
 
 __all__ = [
