@@ -12,9 +12,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from rooflinesim.calibrate.fitting.budget import (
-    QUICK_LEVEL, QUICK_SKIP_STRETCH, DeviceSpeed, budget_action, get_level_plan, is_essential, plan_for_quick,
-)
+from rooflinesim.calibrate.fitting.budget import QUICK_LEVEL, DeviceSpeed, get_level_plan, is_essential, plan_for_quick
+from rooflinesim.calibrate.fitting.pacing import QUICK_SKIP_STRETCH, budget_action
 from rooflinesim.calibrate.fitting.fit import fit_affine, fit_roofline
 from rooflinesim.calibrate.fitting.fit_profile import IN_MODEL_SCALE_BOUNDS, fit_overheads
 from rooflinesim.calibrate.fitting.measurements import DecoderKey, Results, Timing

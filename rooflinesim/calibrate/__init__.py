@@ -11,6 +11,7 @@ Five subpackages, split at the torch boundary and by job. `fitting` imports no t
 | `fitting` (no torch) | `plan` | what a run measures: shapes, grids, synthetic decoders, hold-out checks, the `Plan` |
 | | `measurements` | the measurement keys, `Timing` and `Results` |
 | | `budget` | sizing a run to a time budget from the device's probed speed |
+| | `pacing` | a run behind its budget: run, hurry or skip the next job |
 | | `fit` | least-squares primitives (roofline, affine) |
 | | `fit_profile` | measurements of one dtype fitted into a `DtypeProfile` |
 | | `merge` | `calibrate --merge`: profiles of one device pooled into one |

@@ -148,7 +148,7 @@ def _serve(args) -> dict:
         check_positive_int,
     )
     from ..serve import ServeConfig, parse_policies, simulate
-    from ..serve.engine import get_policy_k_bound
+    from ..serve.policies import get_policy_k_bound
     from ..serve.guard import check_workload_work
     from ..serve.rates import WorkloadSpec, get_crossovers, parse_concurrencies, parse_rates, run_rate_sweep
     from ..serve.uncertainty import get_summary_interval
@@ -334,7 +334,7 @@ def cmd_plot(args) -> int:
 
         from ..scenario.inputs import DEFAULT_OUTPUT_TOKENS, DEFAULT_PROMPT_TOKENS, DEFAULT_SERVE_REQUESTS, check_positive_int
         from ..serve import ServeConfig
-        from ..serve.engine import get_policy_k_bound
+        from ..serve.policies import get_policy_k_bound
         from ..serve.rates import parse_concurrencies
 
         scenario = plots.get_scenario(args.hw, args.model, alpha=alphas[0] if alphas else None,

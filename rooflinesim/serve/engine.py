@@ -36,7 +36,7 @@ from .config import ServeConfig
 from .metrics import ServeResult
 from .decode_run import DecodeRun, TreeSampler, plan_decode_run, sample_accepted
 from .admission import _admissible, _speculation_pays_catch_up, _whole_request_blocks, get_window_left
-from .policies import Policy, parse_policy
+from .policies import Policy, get_policy_k_bound, parse_policy
 from .output import StreamedOutput
 from .pricing import StepPricer
 from .workload import Requests
@@ -391,13 +391,4 @@ def simulate(scenario: Scenario, requests: Requests, policy: Policy | str, confi
                              total_blocks)
 
 
-def get_policy_k_bound(scenario: Scenario) -> int | None:
-    """The largest k a policy may ask for: the tree tokens a tree can verify, the per-position rates of a chain, else
-    None (any k up to MAX_K_LIMIT)."""
-    if scenario.tree is not None:
-        return scenario.tree.max_tree_tokens
-    acceptance = scenario.acceptance
-    return None if acceptance is None or acceptance.per_position is None else len(acceptance.per_position)
-
-
-__all__ = ["simulate", "get_kv_capacity_blocks", "get_policy_k_bound", "get_window_left"]
+__all__ = ["simulate", "get_kv_capacity_blocks", "get_window_left"]

@@ -244,5 +244,14 @@ def parse_policies(text: str, acceptance_positions: int | None = None) -> list[P
     return [parse_policy(item, acceptance_positions) for item in items]
 
 
-__all__ = ["Policy", "OffPolicy", "SchedulePolicy", "ChainPolicy", "DynamicPolicy", "AdaptivePolicy", "parse_policy",
+
+def get_policy_k_bound(scenario) -> int | None:
+    """The largest k a policy may ask for in `scenario` (a `scenario.builder.Scenario`): the tree tokens a tree can verify, the per-position rates of a chain, else
+    None (any k up to MAX_K_LIMIT)."""
+    if scenario.tree is not None:
+        return scenario.tree.max_tree_tokens
+    acceptance = scenario.acceptance
+    return None if acceptance is None or acceptance.per_position is None else len(acceptance.per_position)
+
+__all__ = ["get_policy_k_bound", "Policy", "OffPolicy", "SchedulePolicy", "ChainPolicy", "DynamicPolicy", "AdaptivePolicy", "parse_policy",
            "parse_policies", "DEFAULT_MAX_K"]

@@ -49,9 +49,10 @@ from ..fitting.fit_profile import fit_dtype
 from ..fitting.measurements import DRIFT_FLAG, Results, find_stalled_linear_points
 from .probe import probe_speed
 from ..fitting.budget import (
-    FIT_S, QUICK_BUDGET_S, budget_action, estimate_fixed_s, estimate_key_s, get_level_plan, is_essential,
+    FIT_S, estimate_fixed_s, estimate_key_s, get_level_plan, is_essential,
     plan_for_budget, plan_for_quick,
 )
+from ..fitting.pacing import budget_action
 from ..fitting.plan import (
     ALWAYS_MEASURED_M, HOLD_OUT_MODELS, Plan, check_hold_out, drop_oversized_served_shapes, get_served_shapes,
 )
