@@ -83,6 +83,42 @@ def test_hf_decode_step_appends_one_token_to_the_same_cache_every_call():
         torch.testing.assert_close(first, again)  # the reset cache is the filled one, not one token longer
 
 
+
+@needs_hf
+def test_hf_decode_step_frees_the_cache_it_replaces_as_generate_does():
+    """Regression: `reset` put the filled tensors themselves back, still held by the step, so a timed call kept twice
+    the cache alive and its allocations could not reuse the replaced cache's memory as in `generate`."""
+    import weakref
+
+    from rooflinesim.calibrate.external.hf_holdout import HfDecodeStep, build_hf_model, make_config
+
+    model = build_hf_model(make_config(tiny_entries()[0]), torch.float32)
+    with torch.inference_mode():
+        step = HfDecodeStep(model, batch=2, context=24)
+        step.reset()
+        filled = [(w, layer.keys) for w, layer in ((weakref.ref(layer.keys), layer) for layer in step.cache.layers)]
+        refs = [w for w, _ in filled]
+        filled = None
+        step()
+        assert all(w() is None for w in refs)  # each layer's cat released the cache it replaced
+        step.reset()
+        assert step.cache.get_seq_length() == 24
+
+
+def test_default_process_heap_runs_its_block_without_glibc(monkeypatch):
+    import ctypes
+
+    from rooflinesim.calibrate.measure import timers
+
+    def no_libc(name):
+        raise OSError(f"{name}: not found")
+
+    monkeypatch.setattr(ctypes, "CDLL", no_libc)
+    ran = []
+    with timers.default_process_heap():
+        ran.append(1)
+    assert ran == [1]
+
 def test_gptfast_decoder_computes_the_reference_decoders_function():
     """Independent code, same model: with the reference decoder's weights (q, k, v fused into wqkv) the gpt-fast-style
     decoder gives the same logits token by token, so its timings are those of a correct Llama."""

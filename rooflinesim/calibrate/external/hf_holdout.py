@@ -32,7 +32,7 @@ from ...errors import InputError
 from ...specs.hf_config import model_from_hf_config
 from ...specs.model import ModelSpec
 from ..fitting.plan import check_hold_out
-from ..measure.timers import Device, Timer, get_torch_dtype
+from ..measure.timers import Device, Timer, default_process_heap, get_torch_dtype
 
 #: the transformers releases this module was written against (its extra in pyproject.toml)
 TRANSFORMERS_REQUIREMENT = "transformers>=4.56"  # keep in step with pyproject.toml
@@ -131,8 +131,12 @@ def _cache_keyword(model) -> str:
 
 class HfDecodeStep:
     """One decode (or verify: `new_tokens` > 1) step of a transformers CausalLM at (batch, context) over its own
-    DynamicCache, repeatable: `reset`
-    puts every cache layer back to the filled state (an attribute swap, not a copy), `__call__` runs the step."""
+    DynamicCache, repeatable: `reset` (untimed) puts every cache layer back to the filled state as fresh copies that
+    the cache alone holds, `__call__` runs the step.
+
+    Copies, not the filled tensors themselves: as in `generate`, each layer's `torch.cat` must free the cache it
+    replaces while the step runs, so the allocator can reuse that memory for the next layer; a cache still held
+    elsewhere keeps twice the memory alive and changes what the step's allocations cost."""
 
     def __init__(self, model, batch: int, context: int, seed: int = 0, new_tokens: int = 1):
         from transformers import DynamicCache
@@ -157,8 +161,11 @@ class HfDecodeStep:
                        "use_cache": True, "logits_to_keep": q, _cache_keyword(model): self.cache}
 
     def reset(self) -> None:
+        for layer in self.cache.layers:  # the last step's caches go first, so the copies can take their memory
+            layer.__dict__.update({name: None for name, value in vars(layer).items() if torch.is_tensor(value)})
         for layer, state in zip(self.cache.layers, self._filled):
-            layer.__dict__.update(state)
+            layer.__dict__.update({name: value.clone() if torch.is_tensor(value) else value
+                                   for name, value in state.items()})
 
     def __call__(self):
         return self.model(input_ids=self.tokens, **self.kwargs).logits
@@ -188,6 +195,13 @@ def measure_hf_family(hw, base, device: Device, dtype: str, grid: HfGrid, timer:
 
     require_transformers()
     tdtype, dev = get_torch_dtype(dtype), device.torch_device
+    with default_process_heap():  # transformers' cache allocations cost what they cost in a user's process
+        return _measure_entries(hw, base, dtype, tdtype, dev, grid, timer, entries, advance, config_overrides)
+
+
+def _measure_entries(hw, base, dtype, tdtype, dev, grid, timer, entries, advance, config_overrides) -> list[dict]:
+    from ..validators.validate_family import price_row_with_impl
+
     rows = []
     for i, entry in enumerate(entries):
         config = make_config(entry)

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import random
 import time
+from contextlib import nullcontext
 from pathlib import Path
 
 import numpy as np
@@ -31,7 +32,7 @@ from ...errors import InputError
 from ...specs.measured import ModelTerms
 from ...specs.registry import load_model
 from ...units import GIGA, MILLI, get_dtype_bytes
-from ..measure.timers import Device, Timer, get_torch_dtype
+from ..measure.timers import Device, Timer, default_process_heap, get_torch_dtype
 
 #: (batch, context, new tokens): decode steps and one verify (k = 4)
 TIMED_POINTS = ((1, 256, 1), (16, 256, 1), (4, 2048, 1), (1, 1024, 5), (16, 2048, 1), (8, 512, 3))
@@ -90,6 +91,11 @@ class ModelSteps:
 
             self.model = M.build_decoder(spec, tdtype, self.dev, seed=0)
             self._caches = {}
+
+    def heap(self):
+        """The allocator settings the steps are timed under: a transformers model's as in a user's process
+        (`default_process_heap`), the reference decoder's as calibrated."""
+        return default_process_heap() if self.impl == "hf" else nullcontext()
 
     def step(self, batch: int, context: int, q: int):
         """(fn, reset or None) of one step."""
@@ -226,7 +232,7 @@ def run_model_calibration(hw, source: str, device: Device, dtypes, impl: str | N
             rng.shuffle(points)
             for point in points:
                 fn, reset = steps.step(*point)
-                with torch.inference_mode():
+                with torch.inference_mode(), steps.heap():
                     t = timer.time(fn, min_calls=3, min_time_s=0.0 if tiny else 0.1, max_calls=30, warmup_s=0.0,
                                    warmup_calls=1, before=reset)
                 samples.setdefault(point, []).extend(t.samples)
@@ -294,7 +300,7 @@ def measure_model_family(hw, base, source: str, device: Device, dtype: str, time
     rows = []
     for batch, context, q in points:
         fn, reset = steps.step(batch, context, q)
-        with torch.inference_mode():
+        with torch.inference_mode(), steps.heap():
             t = timer.time(fn, min_calls=3, min_time_s=0.0 if tiny else 0.1, max_calls=30, warmup_s=0.0,
                            warmup_calls=1, before=reset)
         options = dict(weight_dtype=dtype, kv_dtype=dtype, activation_dtype=dtype, speculative=False,

@@ -17,6 +17,7 @@ from __future__ import annotations
 import ctypes
 import os
 import time
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Callable
 
@@ -90,6 +91,38 @@ def keep_freed_host_memory() -> bool:
         return False
     return bool(mallopt(_M_MMAP_THRESHOLD, _MMAP_THRESHOLD_BYTES)) and bool(mallopt(_M_TRIM_THRESHOLD,
                                                                                      _TRIM_THRESHOLD_BYTES))
+
+
+#: the trim threshold a process that never calls mallopt converges to: glibc raises it to twice the mmap threshold
+#: whenever an mmapped chunk up to DEFAULT_MMAP_THRESHOLD_MAX (32 MiB on 64-bit) is freed (malloc.c, `free`)
+_DEFAULT_PROCESS_TRIM_BYTES = 2 * _MMAP_THRESHOLD_BYTES
+
+
+@contextmanager
+def default_process_heap():
+    """Within the block, glibc hands freed heap memory back as a process that never called mallopt does once its
+    dynamic thresholds have settled (mmap threshold 32 MiB, trim threshold 64 MiB), and the block starts with the
+    heap's free top released; outside it, `keep_freed_host_memory`'s settings. A no-op where the C library is not
+    glibc.
+
+    Why: another implementation's step that allocates large tensors (transformers' DynamicCache grows each layer's
+    keys and values by `torch.cat` into new tensors) costs what those allocations cost, and that depends on whether
+    the heap still holds enough freed memory to serve them warm. With the calibration's 1 GiB trim threshold that
+    depends on what the process ran before (on the 2-core AMD EPYC VM a Qwen2-MoE decode step at batch 4 and 4k
+    context took 69 ms after a large heap had been freed and 162 ms without); a user's process runs with these
+    limits, under which a step allocating more than the trim threshold faults in fresh pages."""
+    try:
+        libc = ctypes.CDLL("libc.so.6")
+        mallopt, malloc_trim = libc.mallopt, libc.malloc_trim
+    except (OSError, AttributeError):
+        yield
+        return
+    mallopt(_M_TRIM_THRESHOLD, _DEFAULT_PROCESS_TRIM_BYTES)
+    malloc_trim(0)
+    try:
+        yield
+    finally:
+        mallopt(_M_TRIM_THRESHOLD, _TRIM_THRESHOLD_BYTES)
 
 
 #: more CPU threads than any host has cores (torch's own limit is a C int: a larger number was an OverflowError)

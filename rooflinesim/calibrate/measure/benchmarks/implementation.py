@@ -4,10 +4,11 @@ that a measured profile prices them from this device:
 * 'kv_concat': one layer's step of a KV cache that grows by concatenation, as transformers' `DynamicLayer.update`
   runs it (`self.keys = torch.cat([self.keys, key_states], dim=-2)`, then the values): both caches of `size` bytes
   read (cold: the calls rotate over copies beyond the last-level cache, as a model's weights evict the cache
-  between steps) and written into new allocations, the old ones freed. The new tensors are fresh allocations each call, so
-  the call pays what the allocator and the kernel's page faults cost on this machine, which an in-place write or a
-  copy into an existing buffer does not (on the shared 2-core AMD EPYC VM this dominated transformers' decode steps
-  at long context). Fitted as c + bytes / bandwidth over the op's bytes (`fit_profile`).
+  between steps) and written into new allocations that replace them, the old ones freed, under the allocator
+  limits of a process that never tuned glibc's malloc (`timers.default_process_heap`). The new tensors are fresh
+  allocations each call, so the call pays what the allocator and the kernel's page faults cost on this machine,
+  which an in-place write or a copy into an existing buffer does not (on the shared 2-core AMD EPYC VM this
+  dominated transformers' decode steps at long context). Fitted as c + bytes / bandwidth over the op's bytes (`fit_profile`).
 * 'dispatch': `size` tiny aten calls in a Python loop (an in-place add, a view, an in-place multiply and a slice, in
   turn, on a one-element tensor): the cost of one call through the dispatcher, the unit an implementation with more
   calls per layer than the reference pays for each (`DtypeProfile.dispatch_s`, the slope between two counts).
@@ -23,6 +24,7 @@ import torch
 from ....units import MIB
 from ...fitting.measurements import ImplementationKey
 from ...fitting.plan import KV_CONCAT_HEAD_DIM as HEAD_DIM, KV_CONCAT_HEADS as KV_HEADS, get_kv_concat_positions
+from ..timers import default_process_heap
 from .base import BenchContext, Job
 
 #: the caches a 'kv_concat' point rotates over hold at least this much (and twice the last-level cache), so each
@@ -42,7 +44,9 @@ def _runner(ctx: BenchContext, key: ImplementationKey):
 
 def _time_concat(ctx: BenchContext, size_bytes: int):
     positions = get_kv_concat_positions(size_bytes, ctx.dtype)
-    shape = (1, KV_HEADS, positions, HEAD_DIM)
+    # each cache holds one position more than the point's, so that dropping its oldest keeps its size from call to
+    # call while the concatenation reads `positions` and allocates `positions + 1` as the point says
+    shape = (1, KV_HEADS, positions + 1, HEAD_DIM)
     # in a model's step the weights stream through the caches between one layer's concatenation and the next
     # step's, so the cache is read cold: the calls rotate over copies that together exceed the last-level cache
     pool = max(COLD_POOL_BYTES, 2 * ctx.device.backend.last_level_cache_bytes())
@@ -52,13 +56,16 @@ def _time_concat(ctx: BenchContext, size_bytes: int):
                torch.full(shape, -0.5, device=ctx.torch_device, dtype=ctx.torch_dtype)) for _ in range(copies)]
     new_key = torch.randn(1, KV_HEADS, 1, HEAD_DIM, device=ctx.torch_device).to(ctx.torch_dtype)
     new_value = torch.randn_like(new_key)
-    turn = itertools.cycle(caches)
+    turn = itertools.cycle(range(copies))
 
-    def step():  # the results are dropped at once, as the layer's previous cache is when it is replaced
-        keys, values = next(turn)
-        torch.cat([keys, new_key], dim=-2)
-        torch.cat([values, new_value], dim=-2)
-    return ctx.time(step)
+    def step():  # as `DynamicLayer.update`: the new tensors replace the cache, which is freed at once
+        i = next(turn)
+        keys, values = caches[i]
+        caches[i] = (torch.cat([keys[:, :, 1:], new_key], dim=-2), torch.cat([values[:, :, 1:], new_value], dim=-2))
+
+    # under the allocator limits of a user's process, where transformers runs (`default_process_heap`)
+    with default_process_heap():
+        return ctx.time(step)
 
 
 def _time_dispatch(ctx: BenchContext, calls: int):
