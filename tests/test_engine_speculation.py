@@ -120,6 +120,9 @@ def test_sglang_tree_extend_follows_its_depth_and_its_verify_stays_in_a_graph():
 # --- the EAGLE-3 paper's SGLang H100 batch table (published rows; docs/engines.md) -----------------------------------
 
 BATCHES = [1, 2, 4, 8, 16, 24, 32, 40, 48, 56, 64]
+# Table 3 of arXiv 2503.01840v3 (section 4.3: one H100, SGLang, MT-Bench, "did not use the tree structure, the chain
+# length was set to 3"), speedup over SGLang without speculation by batch
+TABLE3_EAGLE3 = {2: 1.81, 4: 1.82, 8: 1.62, 16: 1.48, 24: 1.39, 32: 1.32, 48: 1.38, 56: 1.34, 64: 1.38}
 
 
 def _sglang_curve(alpha, drafter="eagle", k=3, tree=None):
@@ -137,21 +140,25 @@ def _fitted_on_batch2(target, **options):
 
 def test_eagle3_paper_sglang_table_eagle3_and_baseline_held_out():
     """EAGLE-3 (its own head: one layer, 3-feature fc, 32k draft vocabulary), chain of 3, Llama-3.1-8B bf16 on one
-    H100 under SGLang: acceptance fitted on the batch-2 row (1.81x) alone; the batch-64 row (1.38x, the paper's
-    abstract) must come within 0.15x and the no-speculation batch-1 baseline (158.3 tok/s, SGLang docs) within 10 %.
-    No engine number was fitted on these rows."""
-    speedup, baseline_tokens_per_s = _fitted_on_batch2(1.81, drafter="eagle3")
-    assert speedup[BATCHES.index(64)] == pytest.approx(1.38, abs=0.15)
-    assert np.all(np.diff(speedup[1:]) < 0)  # the gain shrinks with batch, as published
+    H100 under SGLang: acceptance fitted on the batch-2 row (1.81x) alone; every other batch of Table 3 (issue 29:
+    within 0.15x at every batch; priced 0.14x off at worst, batch 24 and 32) and the no-speculation batch-1 baseline
+    (158.34 tok/s, the paper's Table 4 and the SGLang docs) within 10 %. No engine number was fitted on these rows."""
+    speedup, baseline_tokens_per_s = _fitted_on_batch2(TABLE3_EAGLE3[2], drafter="eagle3")
+    for batch, published in TABLE3_EAGLE3.items():
+        assert speedup[BATCHES.index(batch)] == pytest.approx(published, abs=0.15), batch
+    # the gain shrinks with batch: the published trend (Table 3 itself wobbles by a few hundredths, 1.32 -> 1.38x
+    # from batch 32 to 48)
+    assert np.all(np.diff(speedup[1:]) < 0)
     assert baseline_tokens_per_s == pytest.approx(158.3, rel=0.10)
 
 
 def test_eagle1_crossing_under_sglangs_default_tree_not_as_a_chain():
-    """EAGLE-1 in the same table: 1.40x at batch 2, 0.93x at batch 24. Read as a chain of 3, no engine cost that also
-    keeps EAGLE-3 at 1.38x at batch 64 makes it cross, the sourced head differences (its 128k lm_head, the draft
-    softmax / top-k over it) included (docs/engines.md); under SGLang's documented default tree (speculative_num_steps
-    5, eagle_topk 4, num_draft_tokens 8) it crosses between batch 16 and 36. The tree is a hypothesis: the paper is
-    quoted (SafeAILab/EAGLE#298) as not using trees there."""
+    """EAGLE-1 in the same table: 1.40x at batch 2, 0.93x at batch 24. The paper ran it as a chain of 3 (section 4.3:
+    "did not use the tree structure, the chain length was set to 3"), and priced so it does not cross by batch 24: no
+    engine cost that also keeps EAGLE-3 within 0.15x of Table 3 makes it, the sourced head differences (its 128k
+    lm_head, the draft softmax / top-k over it) included (docs/engines.md). A regression guard on that known gap, not
+    a target. For contrast, under SGLang's documented default tree (speculative_num_steps 5, eagle_topk 4,
+    num_draft_tokens 8), which the paper did not run, it crosses between batch 16 and 36."""
     chain, _ = _fitted_on_batch2(1.40, drafter="eagle")
     assert np.all(np.diff(chain[1:]) < 0) and chain[BATCHES.index(24)] > 1.0
     tree, _ = _fitted_on_batch2(1.40, drafter="eagle", k=7, tree="5,4,8")
