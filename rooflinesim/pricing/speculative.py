@@ -138,9 +138,11 @@ def uses_verify_batch_expansion(scenario: Scenario) -> bool:
 def get_engine_extras_s(scenario: Scenario, timing: TimingModel, batch, context_tokens, k) -> np.ndarray | float:
     """What the scenario's engine adds to a speculative iteration beyond its draft forwards and the verify (0 at
     k = 0 and under the ideal engine): the tree / verify / sampling / rejection kernels (`speculative.extra_kernels`)
-    at the verify's launch cost, and a host-side n-gram lookup (`get_ngram_proposer_s`). The draft-extend pass is one of the draft forwards (`get_draft_extend_time_s`); the
-    host part (proposer / scorer sync, accepting tokens, the overlap scheduler switched off) is priced on the verify
-    step itself (`timing.engine`)."""
+    at the verify's launch cost, a host-side n-gram lookup (`get_ngram_proposer_s`) and the output processing the
+    engine leaves on the critical path while speculating (`speculative.output_per_sequence_s` per sequence: vLLM V0
+    turns its asynchronous output processor off). The draft-extend pass is one of the draft forwards
+    (`get_draft_extend_time_s`); the host part (proposer / scorer sync, accepting tokens, the overlap scheduler
+    switched off) is priced on the verify step itself (`timing.engine`)."""
     engine = scenario.engine
     if engine is None or engine.is_ideal or not isinstance(timing, EngineTiming):
         return 0.0
@@ -150,6 +152,8 @@ def get_engine_extras_s(scenario: Scenario, timing: TimingModel, batch, context_
         extra = extra + timing.get_launch_s(spec.extra_kernels, batch, kk + 1)
     if spec.ngram_ops_per_sequence and scenario.drafter.kind == "ngram":
         extra = extra + get_ngram_proposer_s(engine, batch)
+    # per sequence of the batch, not per expanded verify row: the engine turns the tokens of each sequence into output
+    extra = extra + spec.output_per_sequence_s * np.asarray(batch, dtype=float)
     return np.where(kk > 0, extra, 0.0)
 
 

@@ -95,6 +95,11 @@ class Speculative(SpecModel):
                                                                   "plain iteration's: proposer / scorer sync")
     per_sequence_s: float = Field(default=0.0, ge=0, description="host time per sequence per speculative iteration "
                                                                  "beyond the plain iteration's (accepting tokens)")
+    output_per_sequence_s: float = Field(default=0.0, ge=0, description="host output processing per sequence of the "
+                                                                        "batch per speculative iteration that the "
+                                                                        "GPU waits for, because the engine runs it "
+                                                                        "asynchronously only without speculation "
+                                                                        "(never counted per expanded row)")
 
 
 class Scheduling(SpecModel):
@@ -146,7 +151,8 @@ class EngineSpec(SpecModel):
             self.host.constant_s, self.host.per_sequence_s, self.host.per_token_s, self.speculative.draft_extend,
             self.speculative.draft_softmax_topk, self.speculative.verify_batch_expansion,
             self.speculative.ngram_ops_per_sequence, self.speculative.extra_kernels, self.speculative.per_iteration_s,
-            self.speculative.per_sequence_s))
+            self.speculative.per_sequence_s,
+            self.speculative.output_per_sequence_s))
 
     @property
     def short_name(self) -> str:
