@@ -273,3 +273,30 @@ def test_a_serving_row_is_priced_with_its_engines_scheduling_and_flags(bench, mo
     assert (requests.arrival_s == 0).all() and requests.count == 40
     assert len(set(requests.output_tokens.tolist())) > 10  # drawn, not the fixed 179
     assert values["requests_per_s"] > 0
+
+
+def _traces():
+    spec = importlib.util.spec_from_file_location("sdb_traces", ROOT / "benchmarks" / "published" / "sdb_traces.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_trace_tokens_per_step_walks_a_chain_as_specdecode_benchs_simulator():
+    """Hand-computed: 10 generated tokens, accepted lengths by position. k = 3 (at most 4 a step): positions
+    1 -> 2 -> 6 -> 9 -> 10, 9 tokens in 4 steps; k = 1 (at most 2): 1 -> 2 -> 4 -> 5 -> 6 -> 8 -> 9 -> 10, 9 in 7."""
+    traces = _traces()
+    accepted = [1, 4, 2, 1, 1, 3, 1, 1, 1, 1]
+    assert traces.get_tokens_per_step(accepted, 3) == pytest.approx(9 / 4)
+    assert traces.get_tokens_per_step(accepted, 1) == pytest.approx(9 / 7)
+    assert traces.get_tokens_per_step([5], 3) == 0.0  # one token: nothing after the first
+
+
+def test_specdecode_bench_rows_take_their_lengths_and_eagle3_acceptance_from_the_traces(spec_rows):
+    sdb = [r for r in spec_rows if r["source_id"] == "specdecode-bench"]
+    assert sdb and all(r["prompt_tokens"] and r["output_tokens"] and not r.get("pricing_context_tokens") for r in sdb)
+    eagle3 = [r for r in sdb if r["model"] == "llama-3.1-8b" and r["drafter"] == "eagle3"]
+    assert len(eagle3) == 16 and not any(r.get("fitted_on") for r in eagle3)
+    assert all(r["acceptance"]["kind"] == "acceptance_length" and "acc_eagle" in r["acceptance"]["note"]
+               for r in eagle3)
+
