@@ -300,3 +300,22 @@ def test_specdecode_bench_rows_take_their_lengths_and_eagle3_acceptance_from_the
     assert all(r["acceptance"]["kind"] == "acceptance_length" and "acc_eagle" in r["acceptance"]["note"]
                for r in eagle3)
 
+
+def test_batch_run_rows_name_a_sourced_kind_and_a_dataset_with_lengths(bench, spec_rows):
+    kinds = bench.yaml.safe_load(bench.SPEC_TABLE.read_text())["batch_runs"]
+    assert set(kinds) == {"identical-copies"} and all("@" in text for text in kinds.values())
+    runs = [r for r in spec_rows if r.get("batch_run")]
+    assert runs and all(r["batch_run"] in kinds and r["load"] == "batch" for r in runs)
+    lengths = bench._run_lengths()
+    for row in runs:
+        assert len(lengths[row["dataset"]]) == 100, row["id"]
+
+
+def test_a_copies_run_row_is_priced_over_its_prompts_below_its_steady_step(bench, spec_rows):
+    """B greedy copies per prompt with the prefill timed: at batch 64 the prefill of 64 prompts pulls the speedup
+    below the steady decode step's at the same mean context (pricing/batch_run.py)."""
+    row = next(r for r in spec_rows if r["id"] == "sdb-llama-31-8b-gsm8k-eagle3-b64")
+    alpha = bench.alpha_from_acceptance_length(row["acceptance"]["value"], row["k"])
+    run = bench.predict_speedup(row, alpha)
+    steady = bench.predict_speedup({**row, "batch_run": None}, alpha)
+    assert 1.0 < run < steady
