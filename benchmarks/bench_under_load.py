@@ -8,10 +8,12 @@ source, and the break-even load where a source shows one. docs/accuracy.md descr
     python benchmarks/bench_under_load.py --spec-only      # speculation only (or --serve-only)
     python benchmarks/bench_under_load.py --json out.json  # also the headline figures as JSON
 
-No row-specific constant enters a prediction. A series without a published acceptance gets one alpha, fitted on its
-`fitted_on: [acceptance]` row. Keywords the installed rooflinesim may lack (`engine=`, `tree=`, `draft_kv_budget=`,
-`concurrency=`) are passed only where `inspect.signature` shows them; a row the tool cannot express is listed as not
-yet priceable with the reason, and a row whose engine the tool does not model is priced `ideal` and marked so.
+A batch row with `batch_run` is priced as its source ran the batch (the table's `batch_runs`: B greedy copies of each
+prompt run to completion, rooflinesim/pricing/batch_run.py). No row-specific constant enters a prediction. A series
+without a published acceptance gets one alpha, fitted on its `fitted_on: [acceptance]` row. Keywords the installed
+rooflinesim may lack (`engine=`, `tree=`, `draft_kv_budget=`, `concurrency=`) are passed only where `inspect.signature`
+shows them; a row the tool cannot express is listed as not yet priceable with the reason, and a row whose engine the
+tool does not model is priced `ideal` and marked so.
 """
 
 from __future__ import annotations

@@ -2,16 +2,17 @@
 source's own traces (SpecDecode-Bench/simulator @2fdccbd, data/llama3.1-8B/combined_<dataset>.jsonl: one request a
 line with its prompt tokens, Llama-3.1-8B-Instruct's greedy output tokens and per-position accepted lengths).
 
-    python benchmarks/published/sdb_traces.py PATH/TO/simulator/data/llama3.1-8B            # the figures below
-    python benchmarks/published/sdb_traces.py PATH/TO/simulator/data/llama3.1-8B --write    # + specdecode-bench-lengths.yaml
+    python benchmarks/published/sdb_traces.py PATH/TO/simulator/data/llama3.1-8B          # the figures below
+    python benchmarks/published/sdb_traces.py PATH/TO/simulator/data/llama3.1-8B --write  # + the lengths file
 
 Per dataset: the requests that stopped before the 8192-token cap (bench_latency.py max_tokens 8 x 1024; vis_speedup.py
 keeps only finish_reason 'stop'), their mean prompt and output lengths, and the EAGLE-3 tokens per step of a k-draft
 chain, walked as the simulator's FIXED_k does (simulator.py simulate_sd_batch: from the first generated token, each step
 takes min(acc_len[position], k + 1) tokens), averaged per request as the figure averages per-request throughput.
-`--write` also writes the (prompt, output) lengths of the first RUN_REQUESTS stopped requests of each file (vis_speedup.py
-averages the first 100 stopped prompts; that the file keeps the benchmark's sample order is an assumption), which the
-bench prices SpecDecode-Bench's batch runs over (rooflinesim/pricing/batch_run.py)."""
+`--write` also writes the (prompt, output) lengths of the first RUN_REQUESTS stopped requests of each file
+(vis_speedup.py averages the first 100 stopped prompts; that the file keeps the benchmark's sample order is an
+assumption), which the bench prices SpecDecode-Bench's batch runs over (rooflinesim/pricing/batch_run.py).
+"""
 
 from __future__ import annotations
 
