@@ -8,15 +8,18 @@ source, and the break-even load where a source shows one. docs/accuracy.md descr
     python benchmarks/bench_under_load.py --spec-only      # speculation only (or --serve-only)
     python benchmarks/bench_under_load.py --json out.json  # also the headline figures as JSON
 
-No row-specific constant enters a prediction. A series without a published acceptance gets one alpha, fitted on its
-`fitted_on: [acceptance]` row. Keywords the installed rooflinesim may lack (`engine=`, `tree=`, `draft_kv_budget=`,
-`concurrency=`) are passed only where `inspect.signature` shows them; a row the tool cannot express is listed as not
-yet priceable with the reason, and a row whose engine the tool does not model is priced `ideal` and marked so.
+A batch row with `batch_run` is priced as its source ran the batch (the table's `batch_runs`: B greedy copies of each
+prompt run to completion, rooflinesim/pricing/batch_run.py). No row-specific constant enters a prediction. A series
+without a published acceptance gets one alpha, fitted on its `fitted_on: [acceptance]` row. Keywords the installed
+rooflinesim may lack (`engine=`, `tree=`, `draft_kv_budget=`, `concurrency=`) are passed only where `inspect.signature`
+shows them; a row the tool cannot express is listed as not yet priceable with the reason, and a row whose engine the
+tool does not model is priced `ideal` and marked so.
 """
 
 from __future__ import annotations
 
 import argparse
+import functools
 import inspect
 import json
 import math
@@ -30,6 +33,7 @@ import numpy as np
 import yaml
 
 from rooflinesim.errors import InputError
+from rooflinesim.pricing.batch_run import get_copies_run_speedup, get_run_point
 from rooflinesim.pricing.predict import predict_scenario
 from rooflinesim.scenario.builder import build_scenario
 from rooflinesim.serve import LengthDistribution, ServeConfig, generate_requests, simulate
@@ -38,6 +42,7 @@ from rooflinesim.specs.registry import SpecError, load_hardware, load_model
 HERE = Path(__file__).resolve().parent / "published"
 SPEC_TABLE = HERE / "speculation-under-load.yaml"
 SERVE_TABLE = HERE / "serving-no-spec.yaml"
+RUN_LENGTHS = HERE / "specdecode-bench-lengths.yaml"  # (prompt, output) per dataset for `batch_run` rows
 #: lengths a dataset is priced at where the row does not state them: (prompt, output, where they come from)
 DATASET_LENGTHS = {
     "sharegpt": (202, 179, "vLLM v0.6.0 blog: ShareGPT sample averages"),
@@ -170,7 +175,24 @@ def _context(row: dict) -> int:
     return int(row["prompt_tokens"] + row["output_tokens"] // 2)
 
 
+@functools.lru_cache(maxsize=1)
+def _run_lengths() -> dict:
+    return yaml.safe_load(RUN_LENGTHS.read_text())["datasets"]
+
+
+def predict_copies_run_speedup(row: dict, alpha: float, batch: int) -> float:
+    """`batch_run: identical-copies`: each prompt of the dataset run to completion as `batch` greedy copies, prefill
+    included, per-prompt throughputs averaged (the source's method, `batch_runs` in the table; pricing/batch_run.py)."""
+    @functools.lru_cache(maxsize=None)
+    def price(ctx: int):
+        return get_run_point(predict_scenario(_build(row, ctx, batch, **_spec_extra(row, alpha))[0]))
+
+    return get_copies_run_speedup(_run_lengths()[row["dataset"]], price)
+
+
 def predict_batch_speedup(row: dict, alpha: float, batch: int | None = None) -> float:
+    if row.get("batch_run") == "identical-copies":
+        return predict_copies_run_speedup(row, alpha, batch or row["batch"])
     scenario, _ = _build(row, _context(row), batch or row["batch"], **_spec_extra(row, alpha))
     return float(predict_scenario(scenario).speculative.speedup)
 

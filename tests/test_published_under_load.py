@@ -273,3 +273,49 @@ def test_a_serving_row_is_priced_with_its_engines_scheduling_and_flags(bench, mo
     assert (requests.arrival_s == 0).all() and requests.count == 40
     assert len(set(requests.output_tokens.tolist())) > 10  # drawn, not the fixed 179
     assert values["requests_per_s"] > 0
+
+
+def _traces():
+    spec = importlib.util.spec_from_file_location("sdb_traces", ROOT / "benchmarks" / "published" / "sdb_traces.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_trace_tokens_per_step_walks_a_chain_as_specdecode_benchs_simulator():
+    """Hand-computed: 10 generated tokens, accepted lengths by position. k = 3 (at most 4 a step): positions
+    1 -> 2 -> 6 -> 9 -> 10, 9 tokens in 4 steps; k = 1 (at most 2): 1 -> 2 -> 4 -> 5 -> 6 -> 8 -> 9 -> 10, 9 in 7."""
+    traces = _traces()
+    accepted = [1, 4, 2, 1, 1, 3, 1, 1, 1, 1]
+    assert traces.get_tokens_per_step(accepted, 3) == pytest.approx(9 / 4)
+    assert traces.get_tokens_per_step(accepted, 1) == pytest.approx(9 / 7)
+    assert traces.get_tokens_per_step([5], 3) == 0.0  # one token: nothing after the first
+
+
+def test_specdecode_bench_rows_take_their_lengths_and_eagle3_acceptance_from_the_traces(spec_rows):
+    sdb = [r for r in spec_rows if r["source_id"] == "specdecode-bench"]
+    assert sdb and all(r["prompt_tokens"] and r["output_tokens"] and not r.get("pricing_context_tokens") for r in sdb)
+    eagle3 = [r for r in sdb if r["model"] == "llama-3.1-8b" and r["drafter"] == "eagle3"]
+    assert len(eagle3) == 16 and not any(r.get("fitted_on") for r in eagle3)
+    assert all(r["acceptance"]["kind"] == "acceptance_length" and "acc_eagle" in r["acceptance"]["note"]
+               for r in eagle3)
+
+
+def test_batch_run_rows_name_a_sourced_kind_and_a_dataset_with_lengths(bench, spec_rows):
+    kinds = bench.yaml.safe_load(bench.SPEC_TABLE.read_text())["batch_runs"]
+    assert set(kinds) == {"identical-copies"} and all("@" in text for text in kinds.values())
+    runs = [r for r in spec_rows if r.get("batch_run")]
+    assert runs and all(r["batch_run"] in kinds and r["load"] == "batch" for r in runs)
+    lengths = bench._run_lengths()
+    for row in runs:
+        assert len(lengths[row["dataset"]]) == 100, row["id"]
+
+
+def test_a_copies_run_row_is_priced_over_its_prompts_below_its_steady_step(bench, spec_rows):
+    """B greedy copies per prompt with the prefill timed: at batch 64 the prefill of 64 prompts pulls the speedup
+    below the steady decode step's at the same mean context (pricing/batch_run.py)."""
+    row = next(r for r in spec_rows if r["id"] == "sdb-llama-31-8b-gsm8k-eagle3-b64")
+    alpha = bench.alpha_from_acceptance_length(row["acceptance"]["value"], row["k"])
+    run = bench.predict_speedup(row, alpha)
+    steady = bench.predict_speedup({**row, "batch_run": None}, alpha)
+    assert 1.0 < run < steady
