@@ -10,6 +10,7 @@ import pytest
 torch = pytest.importorskip("torch")
 
 from rooflinesim.calibrate.external import gptfast_model as G  # noqa: E402
+from rooflinesim.errors import InputError  # noqa: E402
 from rooflinesim.calibrate.reference import model as M  # noqa: E402
 from rooflinesim.calibrate.fitting.plan import get_calibrated_shapes, get_linear_weight_shapes, synthetic_spec  # noqa: E402
 
@@ -192,3 +193,25 @@ def test_speed_factor_is_the_geometric_mean_of_the_anchors():
     assert speed_factor({"median_ratio": {"gemm": 2.0, "forward": 4.0, "stream": 8.0}}) == pytest.approx(4.0)
     assert speed_factor({"median_ratio": {"gemm": 9.0, "forward": 4.0}}) == pytest.approx(6.0)
     assert speed_factor({"median_ratio": None}) is None and speed_factor(None) is None
+
+
+@needs_hf
+def test_the_moe_hold_out_runs_the_experts_implementation_the_profile_prices(monkeypatch):
+    """transformers falls back to its eager per-expert loop, silently, where grouped_mm cannot dispatch; the hold-out
+    asks for grouped_mm by name, so it runs what implementations/hf.yaml prices or stops with one line."""
+    from rooflinesim.calibrate.external.hf_holdout import HF_EXPERTS_IMPLEMENTATION, build_hf_model, make_config
+
+    moe = tiny_entries()[2]
+    config = make_config(moe)
+    assert config._experts_implementation == HF_EXPERTS_IMPLEMENTATION == "grouped_mm"
+    assert build_hf_model(config, torch.float32).config._experts_implementation == "grouped_mm"
+    assert getattr(make_config(tiny_entries()[0]), "_experts_implementation", None) is None  # dense: untouched
+
+    from transformers import PreTrainedModel
+
+    def cannot_dispatch(self):
+        raise ImportError("no grouped_mm kernel on this torch")
+
+    monkeypatch.setattr(PreTrainedModel, "_grouped_mm_can_dispatch", cannot_dispatch, raising=False)
+    with pytest.raises(InputError, match="cannot run the 'grouped_mm' experts implementation of tiny-hf-qwen2moe"):
+        build_hf_model(make_config(moe), torch.float32)

@@ -38,6 +38,11 @@ from ..measure.timers import Device, Timer, default_process_heap, get_torch_dtyp
 TRANSFORMERS_REQUIREMENT = "transformers>=4.56"  # keep in step with pyproject.toml
 
 
+#: the routed experts' implementation the MoE hold-out runs, the one `implementations/hf.yaml` prices (transformers'
+#: default where torch can dispatch it)
+HF_EXPERTS_IMPLEMENTATION = "grouped_mm"
+
+
 @dataclass(frozen=True)
 class HfHoldOut:
     """One Hugging Face architecture and its config fields (shapes chosen to differ from every calibrated shape)."""
@@ -88,6 +93,10 @@ def make_config(entry: HfHoldOut, max_positions: int = 8192):
 
     config = CONFIG_MAPPING[entry.model_type](max_position_embeddings=max_positions, **entry.fields)
     config._attn_implementation = "sdpa"
+    if getattr(config, "num_experts", None):
+        # asked for, not left to transformers' default: where grouped_mm cannot dispatch it would fall back to the
+        # eager per-expert loop without a word, which `implementations/hf.yaml` does not price (moe_experts)
+        config._experts_implementation = HF_EXPERTS_IMPLEMENTATION
     config._name_or_path = entry.name
     return config
 
@@ -120,7 +129,16 @@ def build_hf_model(config, dtype: torch.dtype, device=None, seed: int = 0):
     from transformers import AutoModelForCausalLM
 
     torch.manual_seed(seed)
-    model = AutoModelForCausalLM.from_config(config, dtype=dtype)
+    try:
+        model = AutoModelForCausalLM.from_config(config, dtype=dtype)
+    except (ValueError, ImportError) as e:
+        experts = getattr(config, "_experts_implementation", None)
+        if not experts:
+            raise
+        raise InputError(f"transformers cannot run the {experts!r} experts implementation of "
+                         f"{getattr(config, '_name_or_path', 'this model')} with torch {torch.__version__} ({e}); "
+                         "implementations/hf.yaml prices that implementation, so the hold-out does not run another") \
+            from None
     return model.to(device=device).eval().requires_grad_(False)
 
 
