@@ -329,7 +329,48 @@ def run_spec(rows: list[dict]) -> dict:
     direction = [np.sign(r["predicted"] - 1) == np.sign(r["row"]["measured"] - 1) for r in held]
     print(f"  held-out rows on the right side of 1.0x: {sum(direction)} of {len(direction)}; predicted above the "
           f"measured speedup in {sum(r['error'] > 0 for r in held)} of {len(held)}")
-    return dict(alphas=alphas, results=results, skipped=skipped)
+    trends = get_trend_agreement(results)
+    print(f"  trend with load: {trends['series_agreeing']} of {trends['series']} series move the measured way from "
+          f"their lowest to their highest load; {len(trends['pairs_against'])} of {trends['pairs']} steps between "
+          f"neighbouring loads where the measured speedup moves by more than {TREND_NOISE_X}x go the other way"
+          + "".join(f"\n    {p['series']}: {p['from']:g} -> {p['to']:g} measured {p['measured']:+.3f}x, predicted "
+                    f"{p['predicted']:+.3f}x" for p in trends["pairs_against"]))
+    return dict(alphas=alphas, results=results, skipped=skipped, trends=trends)
+
+
+#: a move of the measured speedup between neighbouring loads smaller than this is read as flat (the EAGLE-3 paper's
+#: table moves by up to 0.11x between neighbouring batches where the trend is flat)
+TREND_NOISE_X = 0.05
+
+
+def _load_value(row: dict) -> float:
+    return float(row.get("batch") or row.get("rate_per_s") or row.get("concurrency"))
+
+
+def get_trend_agreement(results: list[dict]) -> dict:
+    """Whether predictions move with load as the measurements do, per series of two or more priced rows: the sign of
+    the change from the lowest to the highest load, and each step between neighbouring loads where the measured
+    speedup moves by more than TREND_NOISE_X and the prediction moves the other way."""
+    by_series: dict[str, list[dict]] = {}
+    for r in results:
+        by_series.setdefault(r["row"]["series"], []).append(r)
+    series = agreeing = pairs = 0
+    against = []
+    for name, members in sorted(by_series.items()):
+        if len(members) < 2:
+            continue
+        members = sorted(members, key=lambda r: _load_value(r["row"]))
+        series += 1
+        measured = [r["row"]["measured"] for r in members]
+        predicted = [r["predicted"] for r in members]
+        agreeing += (measured[-1] - measured[0] > 0) == (predicted[-1] - predicted[0] > 0)
+        for i in range(len(members) - 1):
+            pairs += 1
+            dm, dp = measured[i + 1] - measured[i], predicted[i + 1] - predicted[i]
+            if abs(dm) > TREND_NOISE_X and (dm > 0) != (dp > 0):
+                against.append(dict(series=name, measured=dm, predicted=dp,
+                                    **{"from": _load_value(members[i]["row"]), "to": _load_value(members[i + 1]["row"])}))
+    return dict(series=series, series_agreeing=agreeing, pairs=pairs, pairs_against=against)
 
 
 BATCH_GRID = [1, 2, 4, 8, 12, 16, 20, 24, 28, 32, 40, 48, 56, 64, 80, 96, 128, 160, 192, 256, 320, 384, 512]
@@ -463,6 +504,10 @@ def get_summary(spec: dict | None, serve: list[dict] | None) -> dict:
             "fitted": stats([r["error"] for r in spec["results"] if r["fitted"]]),
             "held_out": stats([r["error"] for r in spec["results"] if not r["fitted"]]),
             "not_yet_priceable_rows": len(spec["skipped"])}
+        if "trends" in spec:
+            t = spec["trends"]
+            out["speculation_trend_with_load"] = {"series": t["series"], "series_agreeing": t["series_agreeing"],
+                                                  "steps": t["pairs"], "steps_against": len(t["pairs_against"])}
     if serve is not None:
         out["serving_relative_error"] = {kind: stats([r["error"] for r in serve if r["kind"] == kind])
                                          for kind in ("throughput", "tpot", "ttft", "e2e")}

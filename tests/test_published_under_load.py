@@ -319,3 +319,22 @@ def test_a_copies_run_row_is_priced_over_its_prompts_below_its_steady_step(bench
     run = bench.predict_speedup(row, alpha)
     steady = bench.predict_speedup({**row, "batch_run": None}, alpha)
     assert 1.0 < run < steady
+
+
+def test_trend_agreement_counts_series_and_steps_against_the_measured_way(bench):
+    def result(series, batch, measured, predicted):
+        return dict(row=dict(series=series, batch=batch, measured=measured), predicted=predicted)
+
+    results = [
+        # falls as measured, one noisy rise of 0.03x (flat) that the prediction does not follow: agrees
+        result("a", 2, 1.40, 1.40), result("a", 16, 1.10, 1.25), result("a", 24, 1.13, 1.20), result("a", 64, 0.95, 1.0),
+        # measured rises by 0.10x from 32 to 48 while the prediction falls: one step against; overall both fall
+        result("b", 32, 1.30, 1.45), result("b", 48, 1.40, 1.35), result("b", 2, 1.80, 1.80),
+        # predicted rises where measured falls: the series disagrees
+        result("c", 1, 1.5, 1.5), result("c", 8, 1.2, 1.6),
+        result("d", 1, 1.5, 1.5),  # one row: no trend
+    ]
+    trends = bench.get_trend_agreement(results)
+    assert trends["series"] == 3 and trends["series_agreeing"] == 2
+    assert trends["pairs"] == 3 + 2 + 1
+    assert [(p["series"], p["from"], p["to"]) for p in trends["pairs_against"]] == [("b", 32, 48), ("c", 1, 8)]
