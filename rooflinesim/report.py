@@ -132,9 +132,10 @@ def render_speculative(result, console, k_table: bool = False) -> None:
     which = (f"best k = {result.k}" if result.k == result.best_k else
              f"k = {result.k} (best k = {result.best_k}: {result.best_speedup:.3f}x)")
     interval = ("" if result.speedup_interval is None else _interval(*result.speedup_interval, unit="x"))
-    verdict = "pays" if result.speedup > 1 else "does not pay"
-    console.print(f"[bold]Speculation[/] {acceptance}: {which}, speedup {result.speedup:.3f}x{interval}: "
-                  f"speculation {verdict} here")
+    verdict = {"pays": "speculation pays here", "does_not_pay": "speculation does not pay here",
+               "uncertain": ("speculation " + ("pays" if result.speedup > 1 else "does not pay") + " by the estimate, "
+                             "but 1.0x is inside the interval: uncertain here")}[result.verdict]
+    console.print(f"[bold]Speculation[/] {acceptance}: {which}, speedup {result.speedup:.3f}x{interval}: {verdict}")
     if result.speedup_by_alpha:
         moved = ", ".join(f"alpha {row['alpha']:g}: {row['best_speedup']:.2f}x (k = {row['best_k']})"
                           for row in result.speedup_by_alpha)
@@ -165,3 +166,6 @@ def render_speculative(result, console, k_table: bool = False) -> None:
         console.print(f"  intervals: {escape(result.interval_source)}")
     elif result.expected_tokens_interval is not None:
         console.print("  intervals: E and the speedup from the measured acceptance's confidence interval")
+    published = [part for part in (result.interval_source or "").split("; ") if part.startswith("speedup: ")]
+    if published:  # the engine profile's error against published speedups (pricing/speedup_band.py)
+        console.print(f"  speedup interval: {escape(published[0].removeprefix('speedup: '))}")

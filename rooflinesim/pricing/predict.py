@@ -29,7 +29,7 @@ from ..step import StepCost, get_step_cost
 #: the version of the JSON contract of `predict --json` and `sweep --json` (docs/cli-and-json.md). 2: throughput keys
 #: say what they count (`tokens_per_s` is the batch's aggregate everywhere, `tokens_per_s_per_sequence` one
 #: sequence's), break-even rows carry a verdict and the memory cap, `best_*_at_first_batch`, `assumed`.
-JSON_SCHEMA_VERSION = 2
+JSON_SCHEMA_VERSION = 3
 
 
 def _scalar(x) -> float:

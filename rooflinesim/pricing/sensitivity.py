@@ -1,6 +1,7 @@
 """How a speculative answer moves with what it rests on: the acceptance rate (alpha -+ 0.1 and the k robust across
 it), a measured acceptance's confidence interval (into E and the speedup), and, on a datasheet, the error band of
-the published measurements (into every step time). `add_intervals` fills these into a `SpeculativeResult`."""
+the published measurements (into every step time) and the engine profile's published speedup error (into the
+speedup). `add_intervals` fills these into a `SpeculativeResult`."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ from ..timing.datasheet_band import DatasheetBand
 from .break_even import get_best_k_index
 from .speculative import price_speculation
 from .speculative_result import SpeculativeResult
+from .speedup_band import get_speedup_band
 
 #: how far the acceptance rate is moved either way to show how an answer depends on it
 ALPHA_SENSITIVITY = 0.1
@@ -68,7 +70,8 @@ def get_acceptance_interval(scenario: Scenario, k: int) -> tuple[tuple[float, fl
 
 def add_intervals(result: SpeculativeResult, scenario: Scenario, band: DatasheetBand | None) -> SpeculativeResult:
     """The result with its sensitivity to alpha, E's and the speedup's acceptance interval, and (on a datasheet,
-    `band` given) the published-measurement band on the draft, verify and speculative step times."""
+    `band` given) the published-measurement band on the draft, verify and speculative step times and the engine
+    profile's published speedup error on the speedup (`speedup_band`)."""
     sensitivity = get_alpha_sensitivity(scenario)
     updates: dict = {}
     if sensitivity is not None:
@@ -83,14 +86,26 @@ def add_intervals(result: SpeculativeResult, scenario: Scenario, band: Datasheet
     elif result.step_interval is not None:
         sources.append("step times and speedup: the measured profile's 90 % intervals")
     acceptance = get_acceptance_interval(scenario, result.k) if result.k > 0 else None
+    speedup_interval = result.speedup_interval
     if acceptance is not None:
         (e_low, e_high), (s_low, s_high) = acceptance
         speedup = result.speedup
-        if result.speedup_interval is not None:  # the profile's timing interval on top: its factors multiply
-            low, high = result.speedup_interval
+        if speedup_interval is not None:  # the profile's timing interval on top: its factors multiply
+            low, high = speedup_interval
             s_low, s_high = s_low * low / speedup, s_high * high / speedup
-        updates.update(expected_tokens_interval=(e_low, e_high), speedup_interval=(s_low, s_high))
+        updates["expected_tokens_interval"] = (e_low, e_high)
+        speedup_interval = (s_low, s_high)
         sources.append("E and the speedup: the measured acceptance's confidence interval")
+    if band is not None and result.k > 0:
+        # on a datasheet, the engine profile's error against published speedups: added to the acceptance's reach
+        speedup_band = get_speedup_band(scenario.engine_name)
+        low, high = speedup_band.apply(result.speedup)
+        if speedup_interval is not None:
+            low, high = max(0.0, speedup_interval[0] - speedup_band.high_error_x), \
+                speedup_interval[1] - speedup_band.low_error_x
+        speedup_interval = (low, high)
+        sources.append(f"speedup: {speedup_band.source}")
+    updates["speedup_interval"] = speedup_interval
     updates["interval_source"] = "; ".join(sources) or None
     return replace(result, **updates)
 

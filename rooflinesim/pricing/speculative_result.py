@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ..timing import Z90
+from .speedup_band import get_speedup_verdict
 
 
 @dataclass(frozen=True)
@@ -48,6 +49,11 @@ class SpeculativeResult:
     speedup_interval: tuple[float, float] | None = None
     tree: str | None = None  # a draft tree's shape (then draft_step_time_s is its drafting spread over its k tokens)
 
+    @property
+    def verdict(self) -> str:
+        """'pays', 'does_not_pay' or 'uncertain' (1.0x inside the speedup's interval; `speedup_band`)."""
+        return get_speedup_verdict(self.speedup, self.speedup_interval)
+
     def to_dict(self) -> dict:
         return {
             "tree": self.tree,
@@ -78,6 +84,7 @@ class SpeculativeResult:
             **_interval_keys("verify_step_time_s", self.verify_step_interval),
             **_interval_keys("step_time_s", self.step_interval),
             **_interval_keys("speedup", self.speedup_interval),
+            "speedup_verdict": self.verdict,
             **_interval_keys("expected_tokens", self.expected_tokens_interval),
             "interval_source": self.interval_source,
         }

@@ -1,0 +1,96 @@
+"""The speedup's published error band on a datasheet (pricing/speedup_band.py): read per engine profile from the held-out
+rows of the speculation-under-load benchmark, added to the speedup, and deciding the verdict."""
+
+import json
+from pathlib import Path
+
+import pytest
+
+import rooflinesim
+from rooflinesim.cli import main
+from rooflinesim.pricing import speedup_error_bands
+from rooflinesim.pricing.sensitivity import get_acceptance_interval
+from rooflinesim.pricing.speedup_band import get_speedup_band, get_speedup_verdict
+from rooflinesim.specs.registry import load_engine
+
+from .test_intervals import _predict, make_profile  # the suite's measured-profile helpers
+
+
+def test_shipped_bands_name_engine_profiles_and_are_ordered():
+    for name, (lo, hi, n) in speedup_error_bands.BANDS.items():
+        load_engine(name)  # an unknown profile name raises
+        assert lo < hi and n > 0, name
+    lo, hi, n = speedup_error_bands.POOLED
+    assert lo < 0 < hi and n >= speedup_error_bands.MIN_ROWS
+
+
+def test_a_profile_with_rows_reads_its_own_band_by_hand():
+    lo, hi, n = speedup_error_bands.BANDS["sglang"]
+    band = get_speedup_band("sglang")
+    assert band.engine_rows and band.rows == n
+    # measured = predicted - error: the 95th percentile error gives the low end
+    assert band.apply(1.2) == pytest.approx((1.2 - hi, 1.2 - lo))
+    assert "sglang" in band.source and str(n) in band.source
+
+
+def test_a_profile_without_enough_rows_gets_the_pooled_band_widened_and_flagged():
+    band = get_speedup_band("trtllm")
+    lo, hi, n = speedup_error_bands.POOLED
+    w = speedup_error_bands.POOLED_WIDENING
+    assert not band.engine_rows and band.rows == n
+    assert (band.low_error_x, band.high_error_x) == pytest.approx((lo * w, hi * w))
+    assert band.source.startswith("FLAGGED")
+    assert get_speedup_band("sglang").high_error_x < band.high_error_x  # wider than a profile's own
+
+
+@pytest.mark.parametrize("speedup, interval, verdict", [
+    (1.2, (1.05, 1.4), "pays"), (0.9, (0.7, 0.98), "does_not_pay"), (1.2, (0.99, 1.47), "uncertain"),
+    (0.95, (0.8, 1.1), "uncertain"), (1.2, None, "pays"), (1.0, None, "does_not_pay")])
+def test_verdict_follows_the_interval(speedup, interval, verdict):
+    assert get_speedup_verdict(speedup, interval) == verdict
+
+
+def test_eagle1_at_batch_24_in_sglang_is_uncertain_not_paying(capsys):
+    """Regression: the EAGLE-3 paper measured EAGLE-1 at 0.93x here; the tool printed 'speculation pays here' for
+    1.20x with no interval, the step band cancelling in the speedup."""
+    args = ["predict", "--hw", "h100", "--model", "llama-3.1-8b", "--batch", "24", "--ctx", "512", "--engine",
+            "sglang", "--drafter", "eagle", "--alpha", "0.512", "--k", "3"]
+    assert main(args + ["--json"]) == 0
+    spec = json.loads(capsys.readouterr().out)["speculative"]
+    assert spec["speedup"] > 1 and spec["speedup_low"] < 1 < spec["speedup_high"]
+    assert spec["speedup_verdict"] == "uncertain"
+    assert "engine sglang's published error" in spec["interval_source"]
+    assert main(args) == 0
+    text = " ".join(capsys.readouterr().out.split())
+    assert "uncertain here" in text and "speedup interval: engine sglang's published error" in text
+
+
+def test_acceptance_interval_and_published_band_add():
+    """A measured acceptance's interval is widened by the engine band at both ends (datasheet, default engine)."""
+    log = Path(__file__).resolve().parent / "data" / "engine-logs" / "vllm-v1.log"
+    result = rooflinesim.predict(acceptance=str(log))
+    p = result.speculative
+    band = get_speedup_band(result.engine)
+    _, (s_low, s_high) = get_acceptance_interval(result.scenario, p.k)
+    assert p.speedup_interval == pytest.approx((s_low - band.high_error_x, s_high - band.low_error_x))
+    assert "acceptance" in p.interval_source and "published error" in p.interval_source
+
+
+def test_a_measured_profile_keeps_its_own_intervals_without_the_published_band():
+    spec = _predict(make_profile())["speculative"]
+    assert "published error" not in (spec["interval_source"] or "")
+
+
+def test_shipped_bands_were_priced_from_the_files_in_the_tree():
+    """The bands are generated (benchmarks/speedup_bands.py --write); editing the benchmark, an engine profile, a
+    hardware or a model file without regenerating them fails here."""
+    import importlib.util
+
+    root = Path(__file__).resolve().parent.parent
+    spec = importlib.util.spec_from_file_location("speedup_bands", root / "benchmarks" / "speedup_bands.py")
+    generator = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(generator)
+    assert speedup_error_bands.INPUTS_SHA256 == generator.get_inputs_sha256(), \
+        "regenerate: python benchmarks/speedup_bands.py --write"
+    assert (speedup_error_bands.MIN_ROWS, speedup_error_bands.POOLED_WIDENING) == \
+        (generator.MIN_ROWS, generator.POOLED_WIDENING)
