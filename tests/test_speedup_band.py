@@ -94,3 +94,47 @@ def test_shipped_bands_were_priced_from_the_files_in_the_tree():
         "regenerate: python benchmarks/speedup_bands.py --write"
     assert (speedup_error_bands.MIN_ROWS, speedup_error_bands.POOLED_WIDENING) == \
         (generator.MIN_ROWS, generator.POOLED_WIDENING)
+
+
+BATCHES = [1, 2, 4, 8, 12, 16, 20, 24, 28, 32, 40, 48, 56, 64, 80, 96, 128]
+
+
+def test_sweep_brackets_eagle1_break_even_with_the_published_error(capsys):
+    """EAGLE-1 in SGLang (alpha fitted on the EAGLE-3 paper's batch-2 row): the point break-even is batch 80, the
+    paper's first losing batch 24; within the profile's published error the break-even runs from 24 to beyond 128."""
+    from rooflinesim.pricing.sweep import sweep
+
+    result = sweep("h100", "llama-3.1-8b", batch=BATCHES, ctx=[512], engine="sglang", drafter="eagle", alpha=[0.512],
+                   k=[3])
+    row = result.get_break_even_table()[0]
+    assert row["break_even_batch"] == 80
+    assert row["break_even_batch_earliest"] == 24 and row["break_even_batch_latest"] is None
+    assert "sglang" in result.to_dict(include_grid=False)["break_even_band_source"]
+    assert main(["sweep", "--hw", "h100", "--model", "llama-3.1-8b", "--ctx", "512", "--engine", "sglang",
+                 "--drafter", "eagle", "--alpha", "0.512", "--k", "3", "--batch", ",".join(map(str, BATCHES))]) == 0
+    assert "24 - >128" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("engine, alpha, ctx", [("vllm-v1", 0.6, 512), ("sglang", 0.7, 4096), ("ideal", 0.5, 1024),
+                                                ("trtllm", 0.55, 2048)])
+def test_break_even_range_brackets_the_point_break_even(engine, alpha, ctx):
+    from rooflinesim.pricing.sweep import sweep
+
+    result = sweep("h100", "llama-3.1-8b", batch=BATCHES, ctx=[ctx], engine=engine, drafter="eagle", alpha=[alpha],
+                   k=[3])
+    row = result.get_break_even_table()[0]
+    never = 10 ** 9  # None: pays at every batch that fits
+    point = row["break_even_batch"] if row["speculation_verdict"] in ("stops_paying", "never_pays") else never
+    earliest = row["break_even_batch_earliest"] or never
+    latest = row["break_even_batch_latest"] or never
+    assert earliest <= point <= latest
+
+
+def test_sweep_under_a_measured_profile_has_no_published_range():
+    from rooflinesim.pricing.sweep import sweep
+
+    result = sweep(make_profile(), "tiny-llama-123m", batch=[1, 2, 4], ctx=[256], weight_dtype="fp32",
+                   kv_dtype="fp32", activation_dtype="fp32", draft="tiny-draft-2l", alpha=[0.7], k=[2])
+    row = result.get_break_even_table()[0]
+    assert result.speedup_band is None and row["break_even_batch_earliest"] is None
+    assert result.to_dict(include_grid=False)["break_even_band_source"] is None

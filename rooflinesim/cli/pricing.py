@@ -84,6 +84,7 @@ def cmd_sweep(args) -> int:
     from pathlib import Path
 
     from rich.console import Console
+    from rich.markup import escape
     from rich.table import Table
 
     from ..fileio import check_output_path
@@ -101,23 +102,29 @@ def cmd_sweep(args) -> int:
     if args.json:
         return print_output((result.to_json(include_grid=False),
                              get_warning_lines(result.warnings) + get_assumed_lines(result.assumed)))
-    console = Console(width=140)
+    console = Console(width=160)  # the break-even table's nine columns without wrapping a header
     table = Table(title=f"Where speculation stops paying: {result.model} on {result.hardware}, draft {result.draft}, "
                         f"engine {result.engine}")
     first = int(result.batch[0])
-    for column in ("context", "alpha", "break-even batch", "max batch that fits", f"best k @ b={first}",
+    banded = result.speedup_band is not None
+    for column in ("context", "alpha", "break-even batch") + (("range",) if banded else ()) + (
+            "max batch that fits", f"best k @ b={first}",
                    f"speedup @ b={first}", "vLLM disable at / k", "TRT-LLM draft_len_schedule"):
         table.add_column(column, justify="right")
     for row, sched in zip(result.get_break_even_table(), result.get_engine_schedules()):
         vllm = sched["vllm"]
         table.add_row(
             format_count(row["context_tokens"]), f"{row['alpha']:g}", describe_break_even(row),
+            *((describe_break_even_range(row),) if banded else ()),
             "-" if row["max_batch_that_fits"] is None else str(row["max_batch_that_fits"]),
             str(row["best_k_at_first_batch"]), f"{row['best_speedup_at_first_batch']:.2f}x",
             f"{vllm['speculative_disable_by_batch_size'] or '-'} / {vllm['num_speculative_tokens']}",
             str(sched["trtllm"]["draft_len_schedule"]),
         )
     console.print(table)
+    if banded:
+        console.print("range: the break-even batch with the measured speedup at either end of "
+                      f"{escape(result.speedup_band.source)}")
     console.print(f"{result.n_points:,} grid points" + (f"; grid written to {args.output}" if args.output else ""))
     print_assumed(result.assumed, console)
     print_warnings(result.warnings, console)
@@ -134,6 +141,18 @@ def describe_break_even(row: dict) -> str:
     if verdict == "nothing_fits":
         return "does not fit"
     return f"never, up to {row['largest_fitting_batch']} (largest that fits)"
+
+
+def describe_break_even_range(row: dict) -> str:
+    """The batches between which the break-even falls within the engine profile's published speedup error
+    (`SweepResult.break_even_batch_range`): 'earliest - latest', '>N' where a reading still pays at the largest
+    batch that fits."""
+    if row["speculation_verdict"] == "nothing_fits":
+        return "-"
+    beyond = f">{row['largest_fitting_batch']}"
+    earliest = beyond if row["break_even_batch_earliest"] is None else str(row["break_even_batch_earliest"])
+    latest = beyond if row["break_even_batch_latest"] is None else str(row["break_even_batch_latest"])
+    return earliest if earliest == latest else f"{earliest} - {latest}"
 
 
 def _serve(args) -> dict:

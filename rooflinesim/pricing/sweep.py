@@ -29,6 +29,7 @@ from .break_even import (
 from .speculative import price_speculation
 from ..errors import InputError
 from .predict import JSON_SCHEMA_VERSION
+from .speedup_band import SpeedupBand, get_speedup_band
 
 
 @dataclass(frozen=True)
@@ -58,6 +59,9 @@ class SweepResult:
     #: (n_ctx,): the largest batch whose target + draft weights, KV caches and verify activations fit in memory at
     #: the smallest speculative k of the grid (the memory model's exact count, not a grid batch); None when unknown
     max_batch_that_fits: np.ndarray | None = None
+    #: on a datasheet, the engine profile's published speedup error (`speedup_band`): the break-even then comes with
+    #: the batches between which it falls within that error; None under a measured profile
+    speedup_band: SpeedupBand | None = None
 
     @property
     def n_points(self) -> int:
@@ -109,6 +113,22 @@ class SweepResult:
         does not fit is a memory answer (`max_batch_that_fits`), never a break-even."""
         return get_break_even_batch(self.batch, self.pays, self.speculation_fits[:, :, None])
 
+    def _get_break_even_batch_at_error(self, error_x: float) -> np.ndarray:
+        """The break-even batch if the measured speedup were the predicted one less `error_x` (x)."""
+        with np.errstate(invalid="ignore"):
+            pays = self.best_speculative_speedup - error_x >= 1.0  # NaN (nothing fits) compares False
+        return get_break_even_batch(self.batch, pays, self.speculation_fits[:, :, None])
+
+    @property
+    def break_even_batch_range(self) -> tuple[np.ndarray, np.ndarray] | None:
+        """(earliest, latest), each (n_ctx, n_alpha): the break-even batch with the measured speedup at the low and at
+        the high end of the engine profile's published error (`speedup_band`); -1 where that reading pays at every
+        batch that fits. None without a band (a measured profile)."""
+        if self.speedup_band is None:
+            return None
+        return (self._get_break_even_batch_at_error(self.speedup_band.high_error_x),
+                self._get_break_even_batch_at_error(self.speedup_band.low_error_x))
+
     @property
     def break_even_verdict(self) -> np.ndarray:
         """(n_ctx, n_alpha) of break_even.VERDICT_* strings."""
@@ -129,11 +149,14 @@ class SweepResult:
         be, verdict, best_k, best_speedup = (self.break_even_batch, self.break_even_verdict, self.best_k,
                                              self.best_speedup)  # each is a grid pass
         largest = self.get_largest_fitting_batch()
+        span = self.break_even_batch_range
         for j, ctx in enumerate(self.context_tokens):
             for a, alpha in enumerate(self.alpha):
                 rows.append({
                     "context_tokens": int(ctx), "alpha": float(alpha),
                     "break_even_batch": int(be[j, a]) if be[j, a] > 0 else None,
+                    "break_even_batch_earliest": None if span is None or span[0][j, a] <= 0 else int(span[0][j, a]),
+                    "break_even_batch_latest": None if span is None or span[1][j, a] <= 0 else int(span[1][j, a]),
                     "speculation_verdict": str(verdict[j, a]),
                     "largest_fitting_batch": largest[j],
                     "max_batch_that_fits": (None if self.max_batch_that_fits is None
@@ -227,6 +250,7 @@ class SweepResult:
             "batch": self.batch.tolist(), "context_tokens": self.context_tokens.tolist(),
             "k": self.k.tolist(), "alpha": self.alpha.tolist(),
             "break_even": self.get_break_even_table(),
+            "break_even_band_source": None if self.speedup_band is None else self.speedup_band.source,
             "schedules": self.get_engine_schedules(),
         }
         if include_grid:
@@ -332,6 +356,7 @@ def sweep_scenario(scenario: Scenario) -> SweepResult:
         warnings=scenario.warnings, assumed=dict(scenario.assumed),
         engine=scenario.engine_name, implementation=scenario.workload.implementation,
         max_batch_that_fits=_max_batch_that_fits(scenario),
+        speedup_band=get_speedup_band(scenario.engine_name) if scenario.hardware.measured is None else None,
     )
 
 
