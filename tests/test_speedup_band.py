@@ -138,3 +138,25 @@ def test_sweep_under_a_measured_profile_has_no_published_range():
     row = result.get_break_even_table()[0]
     assert result.speedup_band is None and row["break_even_batch_earliest"] is None
     assert result.to_dict(include_grid=False)["break_even_band_source"] is None
+
+
+def test_speedup_map_draws_the_break_even_at_either_end_of_the_published_error():
+    pytest.importorskip("matplotlib")
+    import matplotlib
+
+    matplotlib.use("Agg")
+    from rooflinesim.plots.speedup import get_speedup_map_data, plot_speedup_map
+    from rooflinesim.scenario.builder import build_scenario
+
+    options = dict(engine="sglang", drafter="eagle", alpha=0.512, k_values=[0, 3])
+    scenario = build_scenario("h100", "llama-3.1-8b", [1, 8, 24, 48, 96, 128], [512, 2048], **options)
+    result, cells = get_speedup_map_data(scenario)
+    low, point, high = cells["pays_at_low_end"], cells["pays"], cells["pays_at_high_end"]
+    assert (low <= point).all() and (point <= high).all()  # the low-end reading pays in fewer cells
+    assert low.sum() < point.sum()
+    fig = plot_speedup_map(scenario)
+    labels = [t.get_text() for t in fig.axes[0].get_legend().get_texts()]
+    assert any("low end of sglang's published error" in label for label in labels)
+    import matplotlib.pyplot as plt
+
+    plt.close(fig)

@@ -30,9 +30,15 @@ def get_speedup_map_data(scenario: Scenario) -> tuple[SweepResult, dict]:
     speedup, fits = result.speedup[:, :, spec, 0], result.fits_in_memory[:, :, spec]
     index = get_best_k_index(speedup, fits, axis=2)
     pick = lambda values: np.take_along_axis(values, index[..., None], axis=2)[..., 0]  # noqa: E731
-    return result, {"best_speedup": pick(speedup), "best_k": result.k[spec][index], "fits": result.speculation_fits,
-                    "pays": result.pays[:, :, 0], "break_even_batch": result.break_even_batch[:, 0],
-                    "verdict": result.break_even_verdict[:, 0]}
+    best = pick(speedup)
+    cells = {"best_speedup": best, "best_k": result.k[spec][index], "fits": result.speculation_fits,
+             "pays": result.pays[:, :, 0], "break_even_batch": result.break_even_batch[:, 0],
+             "verdict": result.break_even_verdict[:, 0]}
+    if result.speedup_band is not None:  # where it pays with the measured speedup at either end of the band
+        band = result.speedup_band
+        cells["pays_at_low_end"] = result.speculation_fits & (best - band.high_error_x >= 1.0)
+        cells["pays_at_high_end"] = result.speculation_fits & (best - band.low_error_x >= 1.0)
+    return result, cells
 
 
 def _speedup_norm(values: np.ndarray):
@@ -67,7 +73,9 @@ def plot_speedup_map(
     is speedup = 1 (break-even: on its high-batch side even the best k loses to plain decoding), drawn between cells
     that fit only: it is the sweep's break-even. Each cell is annotated with its speedup and the best k. Grey cells,
     labelled "does not fit", exceed device memory at every k >= 1 (target + draft weights, both KV caches, verify
-    activations): they are not priced, and memory, not speculation, caps the batch there.
+    activations): they are not priced, and memory, not speculation, caps the batch there. On a datasheet the
+    dashed and dotted contours are the break-even with the measured speedup at the low and the high end of the
+    engine profile's published speedup error (`pricing.speedup_band`).
     """
     from matplotlib.cm import ScalarMappable
     from matplotlib.collections import LineCollection
@@ -100,6 +108,14 @@ def plot_speedup_map(
             "never pays where it fits" if not pays[fits].any() else "pays in some columns only")))
     else:
         handles.append(Line2D([], [], linestyle="none", label="no break-even: no cell fits in device memory"))
+    # the break-even if the measured speedup sat at either end of the engine profile's published error
+    for key, style in (("pays_at_low_end", (0, (4, 2))), ("pays_at_high_end", (0, (1, 1.5)))):
+        edges = _boundary_segments(cells[key], where=fits) if key in cells else []
+        if edges:
+            ax.add_collection(LineCollection(edges, colors="black", linewidths=1.4, linestyles=[style]))
+            end = "low" if key == "pays_at_low_end" else "high"
+            handles.append(Line2D([], [], color="black", linewidth=1.4, linestyle=style,
+                                  label=f"break-even at the {end} end of {result.engine}'s published error"))
     note = "" if fits.any() else " - exceeds device memory everywhere (nothing to price)"
     if not fits.all():
         handles.append(Patch(facecolor="0.82", edgecolor="0.5", label="does not fit in device memory"))  # grey
