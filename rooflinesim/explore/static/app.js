@@ -155,6 +155,9 @@ const RENDERERS = {
         `${d.model.short_name} + ${spec.draft} (${spec.drafter_kind}) on ${d.hardware.name}` : "(speculation off)";
       fillNumbers(document.getElementById("speculation-numbers"), d, [
         ["k priced", "speculative.k", ""], ["speedup at k", "speculative.speedup", "x"],
+        ["speedup, 90 % interval low", "speculative.speedup_low", "x"],
+        ["speedup, 90 % interval high", "speculative.speedup_high", "x"],
+        ["verdict (pays / does_not_pay / uncertain)", "speculative.speedup_verdict", ""],
         ["best k", "speculative.best_k", ""], ["best speedup", "speculative.best_speedup", "x"],
         ["expected tokens per step", "speculative.expected_tokens", ""],
         ["speculative step", "speculative.step_time_s", "s"], ["plain decode step", "decode.step_time_s", "s"],
@@ -192,6 +195,8 @@ const RENDERERS = {
       fillNumbers(document.getElementById("engine-schedule"), {s, be}, [
         ["context tokens", "s.context_tokens", ""], ["alpha", "s.alpha", ""],
         ["break-even batch (speculation stops paying)", "be.break_even_batch", ""],
+        ["break-even, earliest within the published error", "be.break_even_batch_earliest", ""],
+        ["break-even, latest within the published error", "be.break_even_batch_latest", ""],
         ["vLLM speculative_disable_by_batch_size (V0)", "s.vllm.speculative_disable_by_batch_size", ""],
         ["vLLM num_speculative_tokens", "s.vllm.num_speculative_tokens", ""],
         ["TensorRT-LLM max_concurrency", "s.trtllm.max_concurrency", ""],
