@@ -5,8 +5,8 @@ speculation-under-load benchmark.
     python benchmarks/speedup_bands.py --write   # regenerate rooflinesim/pricing/speedup_error_bands.py
 
 Every priceable held-out row of `benchmarks/published/speculation-under-load.yaml` is priced as
-`bench_under_load.py` prices it, once with the row's engine profile and once with `ideal` (bare kernels), and its
-error read as predicted - measured speedup (x). An engine's band is the 5th to 95th percentile of that error over its
+`bench_under_load.py` prices it, once with the row's engine profile and once with `ideal` (bare kernels, each
+series' acceptance fitted on bare kernels too), and its error read as predicted - measured speedup (x). An engine's band is the 5th to 95th percentile of that error over its
 rows; a speedup S then reads as [S - e95, S - e5]. An engine with fewer than MIN_ROWS rows gets the band of every
 engine-profile row, widened by POOLED_WIDENING, and is flagged. Fitted rows are left out: their error is zero by
 construction.
@@ -57,8 +57,12 @@ def get_errors(bench=None) -> dict[str, list[float]]:
     for row in held:
         engine = bench.priced_engine(bench._build(row)[0])
         errors[engine].append(bench.predict_speedup(row, alphas[row["series"]]) - row["measured"])
-    for row in held:  # the same rows on bare kernels
-        errors["ideal"].append(bench.predict_speedup(dict(row, engine="ideal"), alphas[row["series"]]) - row["measured"])
+    # the same rows on bare kernels, each series' acceptance fitted on bare kernels too (as bench_under_load's
+    # `ideal` figures are)
+    bare = [dict(r, engine="ideal") for r in rows]
+    bare_alphas = bench.series_alphas(bare)
+    for row in (dict(r, engine="ideal") for r in held):
+        errors["ideal"].append(bench.predict_speedup(row, bare_alphas[row["series"]]) - row["measured"])
     return dict(errors)
 
 
