@@ -169,3 +169,27 @@ def render_speculative(result, console, k_table: bool = False) -> None:
     published = [part for part in (result.interval_source or "").split("; ") if part.startswith("speedup: ")]
     if published:  # the engine profile's error against published speedups (pricing/speedup_band.py)
         console.print(f"  speedup interval: {escape(published[0].removeprefix('speedup: '))}")
+
+
+def describe_break_even(row: dict) -> str:
+    """One break-even row (`SweepResult.get_break_even_table`) in words: a batch that fits, or which kind of never."""
+    verdict = row["speculation_verdict"]
+    if verdict == "stops_paying":
+        return str(row["break_even_batch"])
+    if verdict == "never_pays":
+        return f"{row['break_even_batch']} (never pays)"
+    if verdict == "nothing_fits":
+        return "does not fit"
+    return f"never, up to {row['largest_fitting_batch']} (largest that fits)"
+
+
+def describe_break_even_range(row: dict) -> str:
+    """The batches between which the break-even falls within the engine profile's published speedup error
+    (`SweepResult.break_even_batch_range`): 'earliest - latest', '>N' where a reading still pays at the largest
+    batch that fits."""
+    if row["speculation_verdict"] == "nothing_fits":
+        return "-"
+    beyond = f">{row['largest_fitting_batch']}"
+    earliest = beyond if row["break_even_batch_earliest"] is None else str(row["break_even_batch_earliest"])
+    latest = beyond if row["break_even_batch_latest"] is None else str(row["break_even_batch_latest"])
+    return earliest if earliest == latest else f"{earliest} - {latest}"

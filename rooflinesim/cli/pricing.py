@@ -88,6 +88,7 @@ def cmd_sweep(args) -> int:
     from rich.table import Table
 
     from ..fileio import check_output_path
+    from ..report import describe_break_even, describe_break_even_range
     from ..units import format_count
 
     fmt = None
@@ -129,30 +130,6 @@ def cmd_sweep(args) -> int:
     print_assumed(result.assumed, console)
     print_warnings(result.warnings, console)
     return 0
-
-
-def describe_break_even(row: dict) -> str:
-    """One break-even row (`SweepResult.get_break_even_table`) in words: a batch that fits, or which kind of never."""
-    verdict = row["speculation_verdict"]
-    if verdict == "stops_paying":
-        return str(row["break_even_batch"])
-    if verdict == "never_pays":
-        return f"{row['break_even_batch']} (never pays)"
-    if verdict == "nothing_fits":
-        return "does not fit"
-    return f"never, up to {row['largest_fitting_batch']} (largest that fits)"
-
-
-def describe_break_even_range(row: dict) -> str:
-    """The batches between which the break-even falls within the engine profile's published speedup error
-    (`SweepResult.break_even_batch_range`): 'earliest - latest', '>N' where a reading still pays at the largest
-    batch that fits."""
-    if row["speculation_verdict"] == "nothing_fits":
-        return "-"
-    beyond = f">{row['largest_fitting_batch']}"
-    earliest = beyond if row["break_even_batch_earliest"] is None else str(row["break_even_batch_earliest"])
-    latest = beyond if row["break_even_batch_latest"] is None else str(row["break_even_batch_latest"])
-    return earliest if earliest == latest else f"{earliest} - {latest}"
 
 
 def _serve(args) -> dict:
