@@ -59,6 +59,34 @@ def render(bands: dict, pooled: tuple) -> str:
     return "\n".join(lines)
 
 
+def get_source(row: dict) -> str:
+    """The publication a row comes from: the repository its `source` starts with, else the source's first four words
+    (a document's name)."""
+    words = row["source"].split(" ")
+    return words[0] if "/" in words[0] else " ".join(words[:4])
+
+
+def get_leave_one_source_out() -> list[dict]:
+    """Per source: how many of its rows lie inside the bands built without it (each device's own band where the
+    other sources leave it MIN_ROWS rows, else their pooled band widened): how the band does on a source it never
+    saw. Printed only; the shipped bands use every row."""
+    rows = [(get_short_name(load_hardware(r["hardware"])), get_source(r), float(np.log(time_ratio(r))))
+            for r in load_rows()]
+    out = []
+    for source in sorted({s for _, s, _ in rows}):
+        others = [(hw, x) for hw, s, x in rows if s != source]
+        every = np.asarray([x for _, x in others])
+        pooled = (np.percentile(every, 5) * POOLED_WIDENING, np.percentile(every, 95) * POOLED_WIDENING)
+        inside = []
+        for hw, s, x in rows:
+            if s == source:
+                own = [y for h, y in others if h == hw]
+                lo, hi = (np.percentile(own, 5), np.percentile(own, 95)) if len(own) >= MIN_ROWS else pooled
+                inside.append(lo <= x <= hi)
+        out.append({"source": source, "rows": len(inside), "inside": int(sum(inside))})
+    return out
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--write", action="store_true", help=f"write {OUT.relative_to(ROOT)}")
@@ -67,6 +95,12 @@ def main() -> None:
     for hw, (lo, hi, n) in bands.items():
         print(f"{hw:>12}: predicted / measured time {np.exp(lo):.2f}x - {np.exp(hi):.2f}x over {n} rows")
     print(f"{'all':>12}: {np.exp(pooled[0]):.2f}x - {np.exp(pooled[1]):.2f}x over {pooled[2]} rows")
+    print("leave one source out (its rows against the bands of the other sources):")
+    checks = get_leave_one_source_out()
+    for c in checks:
+        print(f"  {c['source'][:40]:40s} {c['inside']:3d} of {c['rows']:3d} rows inside")
+    inside, total = sum(c["inside"] for c in checks), sum(c["rows"] for c in checks)
+    print(f"  all sources: {inside} of {total} ({100 * inside / total:.0f} %; a 90 % band should hold about 90 %)")
     if args.write:
         OUT.write_text(render(bands, pooled))
         print(f"wrote {OUT.relative_to(ROOT)}")
