@@ -163,3 +163,13 @@ def test_speedup_map_draws_the_break_even_at_either_end_of_the_published_error()
     import matplotlib.pyplot as plt
 
     plt.close(fig)
+
+
+def test_a_band_read_on_hardware_its_rows_did_not_run_on_says_so():
+    assert speedup_error_bands.HARDWARE["vllm-v1"] == ("h100",)
+    on_h100, on_l4 = get_speedup_band("vllm-v1", "h100"), get_speedup_band("vllm-v1", "l4")
+    assert "carried over" not in on_h100.source
+    assert "carried over to l4: the rows ran on h100 only" in on_l4.source and "; " not in on_l4.source
+    assert (on_l4.low_error_x, on_l4.high_error_x) == (on_h100.low_error_x, on_h100.high_error_x)
+    spec = rooflinesim.predict(hw="l4", model="llama-3.1-8b", engine="vllm-v1").speculative
+    assert "carried over to l4" in spec.interval_source

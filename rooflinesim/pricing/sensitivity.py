@@ -10,6 +10,7 @@ from dataclasses import replace
 import numpy as np
 
 from ..scenario.builder import Scenario
+from ..specs.registry import get_short_name
 from ..timing.datasheet_band import DatasheetBand
 from .break_even import get_best_k_index
 from .speculative import price_speculation
@@ -98,7 +99,7 @@ def add_intervals(result: SpeculativeResult, scenario: Scenario, band: Datasheet
         sources.append("E and the speedup: the measured acceptance's confidence interval")
     if band is not None and result.k > 0:
         # on a datasheet, the engine profile's error against published speedups: added to the acceptance's reach
-        speedup_band = get_speedup_band(scenario.engine_name)
+        speedup_band = get_speedup_band(scenario.engine_name, get_short_name(scenario.hardware))
         low, high = speedup_band.apply(result.speedup)
         if speedup_interval is not None:
             low, high = max(0.0, speedup_interval[0] - speedup_band.high_error_x), \

@@ -34,8 +34,9 @@ class SpeedupBand:
         return max(0.0, speedup - self.high_error_x), max(0.0, speedup - self.low_error_x)
 
 
-def get_speedup_band(engine: str) -> SpeedupBand:
-    """The band of speedups priced with engine profile `engine` (its short name; 'ideal' for bare kernels)."""
+def get_speedup_band(engine: str, hardware: str | None = None) -> SpeedupBand:
+    """The band of speedups priced with engine profile `engine` (its short name; 'ideal' for bare kernels), read for
+    `hardware` (a shipped short name; None: not said): the text says when the profile's rows ran on other hardware."""
     h, n = speedup_error_bands.BANDS.get(engine, (0.0, 0))
     own = n >= speedup_error_bands.MIN_ROWS
     inside, rows = speedup_error_bands.LEAVE_ONE_SOURCE_OUT
@@ -50,6 +51,10 @@ def get_speedup_band(engine: str) -> SpeedupBand:
         source = (f"FLAGGED: engine {engine} has {n} held-out published rows (fewer than "
                   f"{speedup_error_bands.MIN_ROWS}), so +-{h:.2f}x, the band of all {speedup_error_bands.POOLED[1]} "
                   f"engine-profile rows widened x{speedup_error_bands.POOLED_WIDENING:g} ({where})")
+    # getattr: benchmarks/speedup_bands.py prices through this module while it regenerates the table
+    ran_on = getattr(speedup_error_bands, "HARDWARE", {}).get(engine if own else "ideal", ())
+    if hardware is not None and ran_on and hardware not in ran_on:
+        source += f", carried over to {hardware}: the rows ran on {', '.join(ran_on)} only"
     return SpeedupBand(-h, h, n if own else speedup_error_bands.POOLED[1], own, source)
 
 

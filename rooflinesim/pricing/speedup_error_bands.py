@@ -13,6 +13,14 @@ BANDS = {
 POOLED = (0.2259, 146)
 MIN_ROWS = 10
 POOLED_WIDENING = 1.5
+#: the hardware each profile's rows ran on (a band read on other hardware says so)
+HARDWARE = {
+    'gpt-fast': ('a100', 'h100'),
+    'ideal': ('a100', 'h100'),
+    'sglang': ('h100',),
+    'vllm-v0': ('h100',),
+    'vllm-v1': ('h100',),
+}
 #: rows of each source inside the band built without that source, summed over the sources
 LEAVE_ONE_SOURCE_OUT = (136, 146)
 #: SHA-256 of the benchmark, engine, hardware and model files the bands were priced from

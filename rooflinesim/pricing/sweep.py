@@ -356,7 +356,8 @@ def sweep_scenario(scenario: Scenario) -> SweepResult:
         warnings=scenario.warnings, assumed=dict(scenario.assumed),
         engine=scenario.engine_name, implementation=scenario.workload.implementation,
         max_batch_that_fits=_max_batch_that_fits(scenario),
-        speedup_band=get_speedup_band(scenario.engine_name) if scenario.hardware.measured is None else None,
+        speedup_band=(get_speedup_band(scenario.engine_name, get_short_name(scenario.hardware))
+                      if scenario.hardware.measured is None else None),
     )
 
 
