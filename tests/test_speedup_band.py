@@ -173,3 +173,23 @@ def test_a_band_read_on_hardware_its_rows_did_not_run_on_says_so():
     assert (on_l4.low_error_x, on_l4.high_error_x) == (on_h100.low_error_x, on_h100.high_error_x)
     spec = rooflinesim.predict(hw="l4", model="llama-3.1-8b", engine="vllm-v1").speculative
     assert "carried over to l4" in spec.interval_source
+
+
+def test_emitted_engine_config_states_the_break_even_within_the_published_error():
+    from rooflinesim.pricing.break_even import get_break_even_batch
+    from rooflinesim.scenario.builder import build_scenario
+    from rooflinesim.serve.engine_configs import emit_engine_config, get_break_even_span_line, get_k_by_batch
+    from rooflinesim.serve.config import ServeConfig
+
+    scenario = build_scenario("h100", "llama-3.1-8b", 1, 1024, draft="llama-3.2-1b", alpha=0.6, k_values=range(0, 9))
+    text = emit_engine_config(scenario, "vllm", ServeConfig(), 1024)
+    lines = text.splitlines()
+    assert lines[2].startswith("# verdict:") and "published speedup error (+-0.17x)" in lines[3]
+    # by hand over the same table: the best speculative speedup per batch, less and plus h, crossing 1.0x
+    table = get_k_by_batch(scenario, 256, 1024, 8)
+    best = (table["expected_tokens"][None, 1:] * table["step_time_s"][:, :1] / table["step_time_s"][:, 1:]).max(axis=1)
+    h = get_speedup_band("vllm-v1").high_error_x
+    earliest = int(get_break_even_batch(table["batch"], best - h >= 1))
+    assert earliest > 0 and f"from batch {earliest}" in get_break_even_span_line(scenario, table, 256)
+    a100 = build_scenario("a100", "llama-3.1-8b", 1, 1024, draft="llama-3.2-1b", alpha=0.6, k_values=range(0, 9))
+    assert "carried over to a100" in emit_engine_config(a100, "vllm", ServeConfig(), 1024)

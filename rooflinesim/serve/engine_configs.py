@@ -40,7 +40,9 @@ import numpy as np
 
 from ..scenario.builder import Scenario
 from ..acceptance.closed_form import get_expected_tokens
+from ..pricing.break_even import get_break_even_batch
 from ..pricing.speculative import price_speculation
+from ..pricing.speedup_band import get_speedup_band
 from ..errors import InputError
 from ..specs.registry import get_short_name
 
@@ -179,8 +181,10 @@ def emit_engine_config(scenario: Scenario, engine: str, config, context_tokens: 
         verdict = (f"speculation stops paying from batch {off[0]}" if off else
                    f"speculation pays at every batch that fits: up to {max_batch} (memory caps the batch there)"
                    if capped else f"speculation pays at every batch up to {max_batch}")
-    lines = [get_config_header(scenario, context_tokens), f"# verdict: {verdict}",
-             f"# {get_batch_1_answer(scenario, context_tokens, table)}", f"# needs: {ENGINE_REQUIREMENTS[engine]}"]
+    lines = [get_config_header(scenario, context_tokens), f"# verdict: {verdict}"]
+    if scenario.hardware.measured is None:  # on a datasheet: where the published speedup error puts the break-even
+        lines.append(f"# {get_break_even_span_line(scenario, table, max_batch)}")
+    lines += [f"# {get_batch_1_answer(scenario, context_tokens, table)}", f"# needs: {ENGINE_REQUIREMENTS[engine]}"]
     lines += [f"# note: {note}" for note in (target_note, draft_note) if note]
     if engine == "vllm":
         command = _vllm(runs, top, target, draft, tp, draft_tp, max_batch)
@@ -191,6 +195,28 @@ def emit_engine_config(scenario: Scenario, engine: str, config, context_tokens: 
         if stop is not None:
             lines.append(f"# SGLang has no batch switch: cap --max-running-requests {stop - 1} or route by load")
     return "\n".join(lines + [command])
+
+
+def get_break_even_span_line(scenario: Scenario, table: dict, max_batch: int) -> str:
+    """The batches between which steady speculation stops paying if the measured speedup sat at either end of the
+    engine profile's published error (`pricing.speedup_band`): the range `sweep` prints, over this schedule's table."""
+    band = get_speedup_band(scenario.engine_name, get_short_name(scenario.hardware))
+    expected, step = table["expected_tokens"], table["step_time_s"]
+    best = (expected[None, 1:] * step[:, :1] / step[:, 1:]).max(axis=1) if expected.size > 1 else \
+        np.zeros(step.shape[0])
+    ends = [int(get_break_even_batch(table["batch"], best - error >= 1.0))
+            for error in (band.high_error_x, band.low_error_x)]
+    earliest, latest = ends
+    carried = band.source[band.source.index("carried over"):] if "carried over" in band.source else ""
+    within = (f"within engine {scenario.engine_name}'s published speedup error (+-{band.high_error_x:.2f}x"
+              + (f", {carried}" if carried else "") + ")")
+    if earliest < 0:
+        return f"{within}, steady batches pay up to batch {max_batch} at either end"
+    if latest < 0:
+        return (f"{within}, steady batches stop paying from batch {earliest} at its low end and pay up to batch "
+                f"{max_batch} at its high end")
+    span = str(earliest) if earliest == latest else f"{earliest} to {latest}"
+    return f"{within}, steady batches stop paying from batch {span}"
 
 
 def get_batch_1_answer(scenario: Scenario, context_tokens: int, table: dict) -> str:
