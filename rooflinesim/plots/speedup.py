@@ -35,9 +35,9 @@ def get_speedup_map_data(scenario: Scenario) -> tuple[SweepResult, dict]:
              "pays": result.pays[:, :, 0], "break_even_batch": result.break_even_batch[:, 0],
              "verdict": result.break_even_verdict[:, 0]}
     if result.speedup_band is not None:  # where it pays with the measured speedup at either end of the band
-        band = result.speedup_band
-        cells["pays_at_low_end"] = result.speculation_fits & (best - band.high_error_x >= 1.0)
-        cells["pays_at_high_end"] = result.speculation_fits & (best - band.low_error_x >= 1.0)
+        low, high = result.speedup_band.get_pays_at_ends(best)
+        cells["pays_at_low_end"] = result.speculation_fits & low
+        cells["pays_at_high_end"] = result.speculation_fits & high
     return result, cells
 
 

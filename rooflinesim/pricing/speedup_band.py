@@ -15,6 +15,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+import numpy as np
+
 from . import speedup_error_bands
 
 #: the speedup verdicts, as JSON `speedup_verdict` spells them
@@ -32,6 +34,12 @@ class SpeedupBand:
     def apply(self, speedup: float) -> tuple[float, float]:
         """(low, high) x: where the measured speedup lay for 90 % of the profile's published rows."""
         return max(0.0, speedup - self.high_error_x), max(0.0, speedup - self.low_error_x)
+
+    def get_pays_at_ends(self, speedup):
+        """(pays at the band's low end, pays at its high end): whether speculation still beats plain decoding if the
+        measured speedup sat at either end (arrays like `speedup`; NaN, nothing priced, pays at neither)."""
+        with np.errstate(invalid="ignore"):
+            return speedup - self.high_error_x >= 1.0, speedup - self.low_error_x >= 1.0
 
 
 def get_speedup_band(engine: str, hardware: str | None = None) -> SpeedupBand:

@@ -113,12 +113,6 @@ class SweepResult:
         does not fit is a memory answer (`max_batch_that_fits`), never a break-even."""
         return get_break_even_batch(self.batch, self.pays, self.speculation_fits[:, :, None])
 
-    def _get_break_even_batch_at_error(self, error_x: float) -> np.ndarray:
-        """The break-even batch if the measured speedup were the predicted one less `error_x` (x)."""
-        with np.errstate(invalid="ignore"):
-            pays = self.best_speculative_speedup - error_x >= 1.0  # NaN (nothing fits) compares False
-        return get_break_even_batch(self.batch, pays, self.speculation_fits[:, :, None])
-
     @property
     def break_even_batch_range(self) -> tuple[np.ndarray, np.ndarray] | None:
         """(earliest, latest), each (n_ctx, n_alpha): the break-even batch with the measured speedup at the low and at
@@ -126,8 +120,9 @@ class SweepResult:
         batch that fits. None without a band (a measured profile)."""
         if self.speedup_band is None:
             return None
-        return (self._get_break_even_batch_at_error(self.speedup_band.high_error_x),
-                self._get_break_even_batch_at_error(self.speedup_band.low_error_x))
+        feasible = self.speculation_fits[:, :, None]
+        return tuple(get_break_even_batch(self.batch, pays, feasible)
+                     for pays in self.speedup_band.get_pays_at_ends(self.best_speculative_speedup))
 
     @property
     def break_even_verdict(self) -> np.ndarray:

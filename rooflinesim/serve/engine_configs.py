@@ -204,8 +204,7 @@ def get_break_even_span_line(scenario: Scenario, table: dict, max_batch: int) ->
     expected, step = table["expected_tokens"], table["step_time_s"]
     best = (expected[None, 1:] * step[:, :1] / step[:, 1:]).max(axis=1) if expected.size > 1 else \
         np.zeros(step.shape[0])
-    ends = [int(get_break_even_batch(table["batch"], best - error >= 1.0))
-            for error in (band.high_error_x, band.low_error_x)]
+    ends = [int(get_break_even_batch(table["batch"], pays)) for pays in band.get_pays_at_ends(best)]
     earliest, latest = ends
     carried = band.source[band.source.index("carried over"):] if "carried over" in band.source else ""
     within = (f"within engine {scenario.engine_name}'s published speedup error (+-{band.high_error_x:.2f}x"
