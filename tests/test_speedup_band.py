@@ -190,6 +190,7 @@ def test_emitted_engine_config_states_the_break_even_within_the_published_error(
     best = (table["expected_tokens"][None, 1:] * table["step_time_s"][:, :1] / table["step_time_s"][:, 1:]).max(axis=1)
     h = get_speedup_band("vllm-v1").high_error_x
     earliest = int(get_break_even_batch(table["batch"], best - h >= 1))
-    assert earliest > 0 and f"from batch {earliest}" in get_break_even_span_line(scenario, table, 256)
+    assert earliest > 0 and f"from batch {earliest}" in get_break_even_span_line(
+        scenario, get_speedup_band("vllm-v1", "h100"), table, 256)
     a100 = build_scenario("a100", "llama-3.1-8b", 1, 1024, draft="llama-3.2-1b", alpha=0.6, k_values=range(0, 9))
     assert "carried over to a100" in emit_engine_config(a100, "vllm", ServeConfig(), 1024)

@@ -66,6 +66,17 @@ def get_speedup_band(engine: str, hardware: str | None = None) -> SpeedupBand:
     return SpeedupBand(-h, h, n if own else speedup_error_bands.POOLED[1], own, source)
 
 
+def get_scenario_speedup_band(scenario) -> SpeedupBand | None:
+    """The band every output of `scenario` reads its speedups with: its engine profile's on a datasheet, read for its
+    hardware; None on a measured profile (its own intervals stand instead). Decided here once: sweep, serve, the
+    plots and the emitted engine configs all ask this."""
+    if scenario.hardware.measured is not None:
+        return None
+    from ..specs.registry import get_short_name
+
+    return get_speedup_band(scenario.engine_name, get_short_name(scenario.hardware))
+
+
 def get_speedup_verdict(speedup: float, interval: tuple[float, float] | None) -> str:
     """'pays', 'does_not_pay' or 'uncertain' (1.0x inside the interval); without an interval, the point decides."""
     if interval is None:
@@ -78,4 +89,4 @@ def get_speedup_verdict(speedup: float, interval: tuple[float, float] | None) ->
     return "uncertain"
 
 
-__all__ = ["SpeedupBand", "VERDICTS", "get_speedup_band", "get_speedup_verdict"]
+__all__ = ["SpeedupBand", "VERDICTS", "get_scenario_speedup_band", "get_speedup_band", "get_speedup_verdict"]

@@ -29,7 +29,7 @@ from .break_even import (
 from .speculative import price_speculation
 from ..errors import InputError
 from .predict import JSON_SCHEMA_VERSION
-from .speedup_band import SpeedupBand, get_speedup_band
+from .speedup_band import SpeedupBand, get_scenario_speedup_band
 
 
 @dataclass(frozen=True)
@@ -351,8 +351,7 @@ def sweep_scenario(scenario: Scenario) -> SweepResult:
         warnings=scenario.warnings, assumed=dict(scenario.assumed),
         engine=scenario.engine_name, implementation=scenario.workload.implementation,
         max_batch_that_fits=_max_batch_that_fits(scenario),
-        speedup_band=(get_speedup_band(scenario.engine_name, get_short_name(scenario.hardware))
-                      if scenario.hardware.measured is None else None),
+        speedup_band=get_scenario_speedup_band(scenario),
     )
 
 

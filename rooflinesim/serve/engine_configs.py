@@ -42,7 +42,7 @@ from ..scenario.builder import Scenario
 from ..acceptance.closed_form import get_expected_tokens
 from ..pricing.break_even import get_break_even_batch
 from ..pricing.speculative import price_speculation
-from ..pricing.speedup_band import get_speedup_band
+from ..pricing.speedup_band import SpeedupBand, get_scenario_speedup_band
 from ..errors import InputError
 from ..specs.registry import get_short_name
 
@@ -182,8 +182,9 @@ def emit_engine_config(scenario: Scenario, engine: str, config, context_tokens: 
                    f"speculation pays at every batch that fits: up to {max_batch} (memory caps the batch there)"
                    if capped else f"speculation pays at every batch up to {max_batch}")
     lines = [get_config_header(scenario, context_tokens), f"# verdict: {verdict}"]
-    if scenario.hardware.measured is None:  # on a datasheet: where the published speedup error puts the break-even
-        lines.append(f"# {get_break_even_span_line(scenario, table, max_batch)}")
+    band = get_scenario_speedup_band(scenario)
+    if band is not None:  # on a datasheet: where the published speedup error puts the break-even
+        lines.append(f"# {get_break_even_span_line(scenario, band, table, max_batch)}")
     lines += [f"# {get_batch_1_answer(scenario, context_tokens, table)}", f"# needs: {ENGINE_REQUIREMENTS[engine]}"]
     lines += [f"# note: {note}" for note in (target_note, draft_note) if note]
     if engine == "vllm":
@@ -197,10 +198,10 @@ def emit_engine_config(scenario: Scenario, engine: str, config, context_tokens: 
     return "\n".join(lines + [command])
 
 
-def get_break_even_span_line(scenario: Scenario, table: dict, max_batch: int) -> str:
+def get_break_even_span_line(scenario: Scenario, band: SpeedupBand, table: dict, max_batch: int) -> str:
     """The batches between which steady speculation stops paying if the measured speedup sat at either end of the
-    engine profile's published error (`pricing.speedup_band`): the range `sweep` prints, over this schedule's table."""
-    band = get_speedup_band(scenario.engine_name, get_short_name(scenario.hardware))
+    engine profile's published error (`band`, `pricing.speedup_band`): the range `sweep` prints, over this schedule's
+    table."""
     expected, step = table["expected_tokens"], table["step_time_s"]
     best = (expected[None, 1:] * step[:, :1] / step[:, 1:]).max(axis=1) if expected.size > 1 else \
         np.zeros(step.shape[0])
