@@ -196,7 +196,14 @@ def test_under_load_view_draws_the_serve_runs_and_crossovers(browser, base, shot
     for row, crossing in zip(rows, answer["crossovers"]):
         latency = row.find_elements("tag name", "td")[1].text
         expected = crossing["latency"]
-        assert (latency == "pays at every rate") if expected is None else latency.startswith(f"{expected['rate_per_s']} req/s")
+        assert (latency == "pays at every rate") if expected is None else latency.startswith(f"{expected['rate_per_s']:g} req/s")
+        # serve's latency range within the engine's published speedup error, as serve --json gives it
+        shown, rng = row.find_elements("tag name", "td")[2].text, crossing["latency_range"]
+        assert (shown == "pays at every rate at either end") if rng["earliest"] is None else \
+            shown.startswith(f"{rng['earliest']['rate_per_s']:g} req/s to ")
+    shaded = browser.execute_script(
+        "return (document.getElementById('chart-load-latency').layout.shapes || []).filter(s => s.type === 'rect')")
+    assert len(shaded) == sum(1 for c in answer["crossovers"] if c["latency_range"]["earliest"] is not None)
     browser.save_screenshot(str(shots / "load.png"))
 
 

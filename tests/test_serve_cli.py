@@ -4,6 +4,8 @@ import json
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from rooflinesim.cli import main
 from rooflinesim.scenario.builder import build_scenario
@@ -118,6 +120,61 @@ def test_crossover_is_the_first_rate_after_the_last_that_pays():
     [c] = get_crossovers(rows)
     assert c["latency"]["rate_per_s"] == 8 and c["throughput"]["rate_per_s"] == 8
     assert get_crossovers(rows[4:]) == []
+
+
+def _latency_rows(off_p50, spec_p50, rates=(1, 2, 4, 8)):
+    def row(policy, rate, latency):
+        return {"policy": policy, "rate_per_s": rate, "mean_batch": 10 * rate, "latency_s": {"p50": latency},
+                "output_tokens_per_s": 100.0 * rate}
+    return [row("off", r, o) for r, o in zip(rates, off_p50)] + [row("k", r, s) for r, s in zip(rates, spec_p50)]
+
+
+def test_latency_range_reads_the_speedup_at_either_end_of_the_band_by_hand():
+    from rooflinesim.pricing.speedup_band import SpeedupBand
+
+    band = SpeedupBand(-0.2, 0.2, 50, True, "a band")
+    # latency speedups (off p50 / spec p50): 2.0, 1.25, 1.1, 0.9 at 1, 2, 4, 8 req/s
+    rows = _latency_rows([2.0, 2.5, 2.2, 1.8], [1.0, 2.0, 2.0, 2.0])
+    [c] = get_crossovers(rows, band=band)
+    assert c["latency"] == {"rate_per_s": 8, "mean_batch": 80}  # the point: 0.9 < 1 first at 8
+    rng = c["latency_range"]
+    # low end (speedup - 0.2 >= 1): 1.8, 1.05, 0.9, 0.7 -> stops from 4; high end (+ 0.2): 1.1 at 8 still pays
+    assert rng["earliest"] == {"rate_per_s": 4, "mean_batch": 40} and rng["latest"] is None
+    assert rng["error_x"] == 0.2 and rng["band_source"] == "a band"
+    # a wider band: the low end never pays (stops from the lowest rate); a narrow one: both ends meet the point
+    [wide] = get_crossovers(rows, band=SpeedupBand(-1.5, 1.5, 50, True, "wide"))
+    assert wide["latency_range"]["earliest"]["rate_per_s"] == 1 and wide["latency_range"]["latest"] is None
+    [narrow] = get_crossovers(rows, band=SpeedupBand(-0.05, 0.05, 50, True, "narrow"))
+    assert narrow["latency_range"]["earliest"] == narrow["latency_range"]["latest"] == c["latency"]
+    # no band (a measured profile) or another baseline: no range
+    assert "latency_range" not in get_crossovers(rows)[0]
+    assert "latency_range" not in get_crossovers(rows, baseline="k", band=band)[0]
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.floats(0.3, 3.0), min_size=2, max_size=6), st.floats(0.0, 1.0))
+def test_latency_range_brackets_the_point_crossover(speedups, h):
+    from rooflinesim.pricing.speedup_band import SpeedupBand
+
+    rates = [2 ** i for i in range(len(speedups))]
+    rows = _latency_rows([1.0] * len(speedups), [1.0 / s for s in speedups], rates)
+    [c] = get_crossovers(rows, band=SpeedupBand(-h, h, 50, True, "b"))
+    beyond = 2 ** len(speedups)  # None: pays at every load, i.e. the crossover lies beyond the last
+    at = {key: (beyond if v is None else v["rate_per_s"]) for key, v in
+          (("point", c["latency"]), ("earliest", c["latency_range"]["earliest"]),
+           ("latest", c["latency_range"]["latest"]))}
+    assert at["earliest"] <= at["point"] <= at["latest"]
+
+
+def test_serve_prints_and_emits_the_latency_range_on_a_datasheet_only(capsys, tmp_path):
+    args = ("serve", *SMALL, "--rate", "1,16,256", "--policy", "off,fixed:4")
+    code, out, err = run_cli(capsys, *args)
+    assert code == 0, err
+    assert "within the published error (+-0.17x)" in out and "latency range: engine vllm-v1's published error" in out
+    code, out, _ = run_cli(capsys, *args, "--json")
+    [c] = json.loads(out)["crossovers"]
+    assert c["latency_range"]["error_x"] == pytest.approx(0.17, abs=0.005)
+    assert "vllm-v1" in c["latency_range"]["band_source"]
 
 
 # --- engine configs ------------------------------------------------------------------------------------------------

@@ -21,6 +21,12 @@ def test_serve_data_and_chart():
     fig = plot_serve(scenario, data=data)
     curve, tpot = fig.axes[:2]
     assert len(curve.lines) == 2 and tpot.get_xlabel().startswith("request rate")
+    # on a datasheet: the latency crossover within vllm-v1's published error, shaded where its low end stops paying
+    [crossing] = data["crossovers"]
+    assert crossing["latency_range"]["error_x"] > 0
+    shaded = crossing["latency_range"]["earliest"] is not None
+    assert len(tpot.patches) == int(shaded)
+    assert any("within the published error" in t.get_text() for t in tpot.get_legend().get_texts()) == shaded
 
 
 def test_cli_plot_serve_writes_a_png(tmp_path, capsys):

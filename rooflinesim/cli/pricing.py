@@ -218,7 +218,10 @@ def _serve(args) -> dict:
                               args.dask, args.workers, concurrencies)
     if args.baseline not in policies + ["off"]:
         raise InputError(f"--baseline {args.baseline} is none of the policies run ({', '.join(policies)})")
-    return {"scenario": scenario, "rows": rows, "crossovers": get_crossovers(rows, args.baseline)}
+    from ..pricing.speedup_band import get_scenario_speedup_band
+
+    crossovers = get_crossovers(rows, args.baseline, get_scenario_speedup_band(scenario))
+    return {"scenario": scenario, "rows": rows, "crossovers": crossovers}
 
 
 def get_serve_output(args) -> CommandOutput:
@@ -236,8 +239,12 @@ def get_serve_output(args) -> CommandOutput:
         return "inf" if isinstance(value, float) and value == float("inf") else value
 
     runs = [{**row, "rate_per_s": finite(row["rate_per_s"])} for row in run["rows"]]
-    crossings = [{key: ({**at, "rate_per_s": finite(at["rate_per_s"])} if isinstance(at, dict) and "rate_per_s" in at
-                        else at) for key, at in c.items()} for c in run["crossovers"]]
+    def finite_load(at):
+        return {**at, "rate_per_s": finite(at["rate_per_s"])} if isinstance(at, dict) and "rate_per_s" in at else at
+
+    crossings = [{key: ({**at, "earliest": finite_load(at["earliest"]), "latest": finite_load(at["latest"])}
+                        if key == "latency_range" else finite_load(at)) for key, at in c.items()}
+                 for c in run["crossovers"]]
     return (json.dumps({"runs": runs, "crossovers": crossings, "assumed": scenario.assumed}, indent=1),
             warnings + get_assumed_lines(scenario.assumed))
 

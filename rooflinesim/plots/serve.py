@@ -26,7 +26,9 @@ def get_serve_data(scenario: Scenario, rates: Sequence[float], policies: Sequenc
     rows = run_rate_sweep(scenario, workload, sorted(rates), list(policies), config or ServeConfig(),
                           max_workers=max_workers,
                           concurrencies=None if concurrencies is None else sorted(concurrencies))
-    return {"runs": rows, "crossovers": get_crossovers(rows, baseline)}
+    from ..pricing.speedup_band import get_scenario_speedup_band
+
+    return {"runs": rows, "crossovers": get_crossovers(rows, baseline, get_scenario_speedup_band(scenario))}
 
 
 def plot_serve(hw=None, model=None, draft=None, rates: Sequence[float] = (1, 2, 4, 8, 16, 32),
@@ -35,7 +37,8 @@ def plot_serve(hw=None, model=None, draft=None, rates: Sequence[float] = (1, 2, 
                concurrencies: Sequence[int] | None = None, baseline: str = "off", **options):
     """Two panels: p50 end-to-end latency against output throughput (each policy's latency-throughput curve, one
     point per request rate), and p50 TPOT against the request rate with the rate from which each speculative policy
-    stops paying for latency (dashed). `hw` is a Scenario or a hardware name; other options are `build_scenario`'s;
+    stops paying for latency (dashed) and, on a datasheet, the rates between which it does within the engine
+    profile's published speedup error (shaded). `hw` is a Scenario or a hardware name; other options are `build_scenario`'s;
     `data` (from `get_serve_data`) skips the simulation."""
     scenario = get_scenario(hw, model, draft=draft, **options) if not isinstance(hw, Scenario) else hw
     data = data or get_serve_data(scenario, rates, policies, workload, config, max_workers, concurrencies, baseline)
@@ -62,6 +65,14 @@ def plot_serve(hw=None, model=None, draft=None, rates: Sequence[float] = (1, 2, 
         if at is not None:
             tpot.axvline(at[load_key], color=colors[crossover["policy"]], linestyle="--", linewidth=1,
                          label=f"{crossover['policy']} stops paying vs {against} (batch {at['mean_batch']:.0f})")
+        rng = crossover.get("latency_range")
+        if rng is not None and rng["earliest"] is not None and np.isfinite(rng["earliest"][load_key]):
+            # from the low-end reading of the engine's published speedup error to the high-end one (or the last load)
+            loads = [r[load_key] for r in data["runs"] if np.isfinite(r[load_key])]
+            end = rng["latest"][load_key] if rng["latest"] is not None else max(loads)
+            tpot.axvspan(rng["earliest"][load_key], min(end, max(loads)), color=colors[crossover["policy"]],
+                         alpha=0.12, label=f"{crossover['policy']}: within the published error "
+                                          f"(+-{rng['error_x']:.2f}x)")
     load = "concurrency (closed-loop clients)" if closed else "request rate (requests/s)"
     curve.set(xlabel="output throughput (tokens/s)", ylabel="end-to-end latency p50 (s)", yscale="log",
               title=f"latency vs throughput (one point per {'concurrency' if closed else 'request rate'})")

@@ -10,6 +10,12 @@ latency is below off's, and for throughput when its output throughput is at leas
 saturation both serve the offered load, so equal throughput within noise counts as paying). The crossover rate is the
 first rate after the last one at which it still pays (a dip followed by a recovery does not count), with off's mean
 running batch there; None when it pays at every rate.
+
+On a datasheet the latency crossover against `off` also comes as a range (`latency_range`): the same rule with the
+latency speedup (off's p50 over the policy's) read at either end of the engine profile's published speedup error
+(`pricing.speedup_band`, h), paying where speedup - h >= 1 (earliest) and where speedup + h >= 1 (latest). The
+band is the speedup error of the engine's published rows at a load, which is what this ratio is; throughput has no
+range, since below saturation both serve the offered load and the ratio sits at 1 whatever the error.
 """
 
 from __future__ import annotations
@@ -168,18 +174,35 @@ def _first_paying_crossover(rows_off: list[dict], rows_spec: list[dict], pays) -
 
 
 def _latency_pays(o: dict, s: dict) -> bool:
-    return s["latency_s"]["p50"] < o["latency_s"]["p50"]
+    return s["latency_s"]["p50"] < o["latency_s"]["p50"]  # the point reading: speedup > 1
 
 
 def _throughput_pays(o: dict, s: dict) -> bool:
     return s["output_tokens_per_s"] >= THROUGHPUT_TIE * o["output_tokens_per_s"]
 
 
-def get_crossovers(rows: list[dict], baseline: str = "off") -> list[dict]:
+def _latency_speedup(o: dict, s: dict) -> float:
+    return o["latency_s"]["p50"] / s["latency_s"]["p50"]
+
+
+def get_latency_range(rows_off: list[dict], rows_spec: list[dict], band) -> dict:
+    """The latency crossover with the speedup at the low and at the high end of `band` (a `SpeedupBand`): each the
+    load from which that reading stops paying, as `get_crossovers` gives it (None: that reading pays at every load)."""
+    def reading(error_x):
+        return lambda o, s: _latency_speedup(o, s) - error_x >= 1.0
+
+    return {"earliest": _last_paying_crossover(rows_off, rows_spec, reading(band.high_error_x)),
+            "latest": _last_paying_crossover(rows_off, rows_spec, reading(band.low_error_x)),
+            "error_x": band.high_error_x, "band_source": band.source}
+
+
+def get_crossovers(rows: list[dict], baseline: str = "off", band=None) -> list[dict]:
     """Per speculative policy: the rate or concurrency (and the baseline's mean batch there) from which it stops
     paying for latency and for throughput (see the module docstring), and, where it does not pay at the lowest load
     but does at the highest, the load from which it starts (`latency_starts`, `throughput_starts`). Empty without a
-    `baseline` run to compare with; `baseline` may be any policy (e.g. `chain:3` against a tree's `fixed:59`)."""
+    `baseline` run to compare with; `baseline` may be any policy (e.g. `chain:3` against a tree's `fixed:59`).
+    `band` (`pricing.speedup_band.get_scenario_speedup_band`; None on a measured profile) adds `latency_range`
+    against `off`."""
     by_policy: dict[str, list[dict]] = {}
     for row in rows:
         by_policy.setdefault(row["policy"], []).append(row)
@@ -197,6 +220,8 @@ def get_crossovers(rows: list[dict], baseline: str = "off") -> list[dict]:
         }
         if baseline != "off":
             entry["baseline"] = baseline
+        elif band is not None:
+            entry["latency_range"] = get_latency_range(off, spec, band)
         for what, pays in (("latency", _latency_pays), ("throughput", _throughput_pays)):
             starts = _first_paying_crossover(off, spec, pays)
             if starts is not None:
@@ -230,7 +255,7 @@ def parse_concurrencies(text: str) -> list[int]:
     return sorted({check_positive_int(v, "--concurrency", 1_000_000) for v in values})
 
 
-__all__ = ["WorkloadSpec", "run_one", "run_rate_sweep", "parse_concurrencies", "get_saturation_rate_per_s", "get_crossovers", "THROUGHPUT_TIE",
+__all__ = ["WorkloadSpec", "run_one", "run_rate_sweep", "parse_concurrencies", "get_saturation_rate_per_s", "get_crossovers", "get_latency_range", "THROUGHPUT_TIE",
            "DEFAULT_REQUESTS"]
 
 

@@ -47,10 +47,30 @@ def render_rate_sweep(rows: list[dict], crossovers: list[dict], console, title: 
             at = c[what]
             parts.append(f"{what}: pays at every load" if at is None else
                          f"{what}: stops paying from {_load(at)} (batch {at['mean_batch']:.0f})")
+            if what == "latency" and c.get("latency_range") is not None:
+                parts.append(describe_latency_range(c["latency_range"]))
             starts = c.get(f"{what}_starts")
             if starts is not None:
                 parts.append(f"{what}: starts paying from {_load(starts)} (batch {starts['mean_batch']:.0f})")
         console.print(f"[bold]{escape(c['policy'])}[/] vs {escape(c.get('baseline', 'off'))} -- " + "; ".join(parts))
+    sources = {c["latency_range"]["band_source"] for c in crossovers if c.get("latency_range")}
+    for source in sorted(sources):
+        console.print(f"  latency range: {escape(source)}")
+
+
+def describe_latency_range(rng: dict) -> str:
+    """Where the latency crossover falls with the speedup at either end of the engine profile's published error
+    (`rates.get_latency_range`), in words."""
+    earliest, latest = rng["earliest"], rng["latest"]
+    within = f"within the published error (+-{rng['error_x']:.2f}x)"
+    if earliest is None:
+        return f"{within} it pays at every load at either end"
+    start = f"{within} from {_load(earliest)}"
+    if latest is None:
+        return f"{start} (low end) to beyond the highest load (high end)"
+    if latest == earliest:
+        return f"{start} at either end"
+    return f"{start} (low end) to {_load(latest)} (high end)"
 
 
 def _load(at: dict) -> str:

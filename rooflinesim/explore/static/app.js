@@ -245,14 +245,27 @@ const RENDERERS = {
       const notes = kind => crossing(kind).map((c, i) => ({xref: "x", yref: "paper", x: Math.log10(c[kind].rate_per_s),
         y: 1 - 0.08 * i, text: `${c.policy} stops paying`, showarrow: false, xanchor: "right", font: {size: 11},
         bgcolor: "rgba(255,255,255,0.8)"}));
+      // the latency crossover within the engine's published speedup error (serve's latency_range): shaded from the
+      // low-end reading to the high-end one (to the right edge where the high end pays at every rate)
+      const finiteRate = at => at && typeof at.rate_per_s === "number";
+      const ranges = data.crossovers.filter(c => c.latency_range && finiteRate(c.latency_range.earliest)).map(c => ({
+        type: "rect", xref: "x", yref: "paper", y0: 0, y1: 1, line: {width: 0}, fillcolor: "rgba(85,85,85,0.12)",
+        x0: Math.log10(c.latency_range.earliest.rate_per_s),
+        x1: finiteRate(c.latency_range.latest) ? Math.log10(c.latency_range.latest.rate_per_s)
+          : Math.log10(Math.max(...data.runs.map(r => r.rate_per_s).filter(r => typeof r === "number")))}));
       for (const [id, key, title, axis, kind] of [
         ["chart-load-latency", "latency_s.p50", "Median request latency vs offered rate", "p50 latency (s)", "latency"],
         ["chart-load-throughput", "output_tokens_per_s", "Output tokens/s vs offered rate", "output tokens/s", "throughput"]]) {
         Plotly.react(id, series(key), layout(title, {type: "log", title: {text: "requests per second"}},
-          {title: {text: axis}}, {shapes: shapes(kind), annotations: notes(kind)}), PLOT_CONFIG);
+          {title: {text: axis}}, {shapes: [...shapes(kind), ...(kind === "latency" ? ranges : [])], annotations: notes(kind)}), PLOT_CONFIG);
       }
-      fillRows(document.getElementById("load-crossovers"), ["policy", "stops paying for latency at", "for throughput at"],
-        data.crossovers.map(c => [c.policy, ...["latency", "throughput"].map(kind =>
+      const rangeText = r => !r ? "-" : !r.earliest ? "pays at every rate at either end" :
+        `${r.earliest.rate_per_s} req/s to ${r.latest ? `${r.latest.rate_per_s} req/s` : "beyond the highest rate"}` +
+        ` (+-${sig(r.error_x, 2)}x)`;
+      fillRows(document.getElementById("load-crossovers"),
+        ["policy", "stops paying for latency at", "within the published error", "for throughput at"],
+        data.crossovers.map(c => [c.policy, ...["latency", "range", "throughput"].map(kind => kind === "range" ?
+          rangeText(c.latency_range) :
           (c[kind] ? `${c[kind].rate_per_s} req/s (off's mean batch ${sig(c[kind].mean_batch, 3)})` : "pays at every rate"))]));
       fillRows(document.getElementById("load-rows"),
         ["policy", "rate /s", "output tokens/s", "p50 latency", "p50 TTFT", "p50 TPOT", "mean batch", "mean k"],
