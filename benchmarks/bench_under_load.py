@@ -35,6 +35,7 @@ import yaml
 from rooflinesim.errors import InputError
 from rooflinesim.pricing.batch_run import get_copies_run_speedup, get_run_point
 from rooflinesim.pricing.predict import predict_scenario
+from rooflinesim.pricing.speedup_band import get_speedup_band
 from rooflinesim.scenario.builder import build_scenario
 from rooflinesim.serve import LengthDistribution, ServeConfig, generate_requests, simulate
 from rooflinesim.specs.registry import SpecError, load_hardware, load_model
@@ -385,10 +386,40 @@ def run_break_even(rows: list[dict], alphas: dict[str, float]) -> None:
             print(f"  {entry['series']}: not priceable")
             continue
         grid = BATCH_GRID if entry["load"] == "batch" else list(range(1, 4 * entry["published_first_losing"] + 1))
-        predicted = next((x for x in grid if predict_speedup(row, alphas[entry["series"]], x) < 1.0), None)
+        band = get_speedup_band(row["engine"], row["hardware"])  # what predict / sweep / serve print for this engine
+        first = get_first_losing_loads(grid, lambda x: predict_speedup(row, alphas[entry["series"]], x),
+                                       band.high_error_x)
         print(f"  {entry['series']} ({entry['load']}): published first losing {entry['published_first_losing']} "
-              f"(last paying {entry.get('published_last_paying')}), predicted {predicted} -> "
-              f"{describe_break_even(predicted, entry, grid[-1])}")
+              f"(last paying {entry.get('published_last_paying')}), predicted {first['point']} -> "
+              f"{describe_break_even(first['point'], entry, grid[-1])}; within the engine's published error "
+              f"(+-{band.high_error_x:.2f}x{'' if band.engine_rows else ', pooled'}) {first['earliest']} to "
+              f"{first['latest'] or f'>{grid[-1]}'}: {describe_range(first, entry)}")
+
+
+def get_first_losing_loads(grid, speedup_at, h: float) -> dict:
+    """The first load of `grid` where the predicted speedup is below 1.0x (`point`), and where it is with the
+    measured speedup at the low (`earliest`: speedup - h) and the high end (`latest`: speedup + h) of a published
+    error band of half-width h; None where that reading pays over the whole grid. Stops once the high end loses."""
+    first = {"earliest": None, "point": None, "latest": None}
+    for x in grid:
+        s = speedup_at(x)
+        for key, reading in (("earliest", s - h), ("point", s), ("latest", s + h)):
+            if first[key] is None and reading < 1.0:
+                first[key] = x
+        if first["latest"] is not None:
+            break
+    return first
+
+
+def describe_range(first: dict, entry: dict) -> str:
+    """Whether the published crossing, somewhere in (last paying, first losing], can lie in the predicted range of
+    first losing loads [earliest, latest]."""
+    if first["earliest"] is None:
+        return "the range does not reach the published crossing"
+    published_first, last = entry["published_first_losing"], entry.get("published_last_paying")
+    meets = first["earliest"] <= published_first and (first["latest"] is None or last is None or
+                                                      first["latest"] > last)
+    return "holds the published crossing" if meets else "misses the published crossing"
 
 
 def describe_break_even(predicted, entry: dict, top) -> str:
