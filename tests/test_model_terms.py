@@ -145,6 +145,40 @@ def test_cli_validate_family_model_writes_its_report(tmp_path):
     assert {r["model"] for r in report["configs"]} == {"my-tiny-llama"}
 
 
+def test_validate_family_model_defaults_to_the_model_the_profile_has_terms_for(tmp_path):
+    """Regression: without --model, `validate --family model` validated validate's default hold-out target
+    (tiny-llama-123m) even when the profile carried another model's `calibrate --model` terms, so the terms were
+    never checked (calibrate/README.md, the 14:53 and 17:08 runs)."""
+    pytest.importorskip("torch")
+    from rooflinesim.cli import main
+    from rooflinesim.specs.profiles import write_profile
+
+    folder = tmp_path / "ckpt"
+    folder.mkdir()
+    (folder / "config.json").write_text(json.dumps(TINY_CONFIG))
+    terms = ModelTerms(source=str(folder), implementation="hf", scale=1.1, step_overhead_s=0.0, batches=(1,),
+                       contexts=(16,), new_tokens=(1,), median_abs_rel_residual=0.0)
+    profile = write_profile(with_model_terms(load_profile(PROFILE), "my-tiny-llama", {"fp32": terms}),
+                            tmp_path / "with-terms.yaml")
+    code = main(["validate", "--family", "model", "--tiny", "--profile", str(profile), "--dtype", "fp32",
+                 "--threads", "1", "--out-dir", str(tmp_path), "--no-progress"])
+    assert code == 0
+    report = json.loads((tmp_path / "cpu-amd-epyc-2c-model-validation.json").read_text())
+    assert {r["model"] for r in report["configs"]} == {"my-tiny-llama"} and all(r["model_terms"] for r in report["configs"])
+
+
+def test_validate_family_model_asks_which_when_the_profile_has_several(tmp_path, capsys):
+    from rooflinesim.cli import main
+    from rooflinesim.specs.profiles import write_profile
+
+    terms = ModelTerms(source="x", implementation="reference", scale=1.0, step_overhead_s=0.0, batches=(1,),
+                       contexts=(16,), new_tokens=(1,), median_abs_rel_residual=0.0)
+    hw = with_model_terms(with_model_terms(load_profile(PROFILE), "a", {"fp32": terms}), "b", {"fp32": terms})
+    profile = write_profile(hw, tmp_path / "two.yaml")
+    assert main(["validate", "--family", "model", "--tiny", "--profile", str(profile), "--no-progress"]) == 2
+    assert "carries terms of 2 models (a, b): say which to check with --model" in capsys.readouterr().err
+
+
 @pytest.mark.parametrize("option", [["--profile", PROFILE], ["--impl", "hf"]])
 def test_cli_model_options_without_model_are_refused(option, capsys):
     from rooflinesim.cli import main

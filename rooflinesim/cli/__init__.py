@@ -206,7 +206,9 @@ def build_parser(raising: bool = False) -> argparse.ArgumentParser:
     p.add_argument("--dtype", default=None, help="dtype to validate (default: each dtype the profile measured)")
     p.add_argument("--threads", type=int, default=None, help="CPU threads (default: the profile's)")
     p.add_argument("--quick", action="store_true", help="a smaller grid")
-    p.add_argument("--model", default="tiny-llama-123m", help="hold-out target model (default tiny-llama-123m)")
+    p.add_argument("--model", default=None,
+                   help="hold-out target model (default tiny-llama-123m; with --family model: the model whose "
+                        "'calibrate --model' terms the profile carries)")
     p.add_argument("--draft", default="tiny-draft-2l", help="hold-out drafter (default tiny-draft-2l)")
     p.add_argument("--out-dir", default=None, help="where the JSON and PNG go (default: the profile's folder)")
     p.add_argument("--no-plot", action="store_true", help="skip the PNG")

@@ -246,6 +246,7 @@ def cmd_validate(args) -> int:
     profile = load_profile(profile_path)
     # the reports go next to their profile unless --out-dir says otherwise; checked before any measuring
     out_dir = check_output_dir(args.out_dir if args.out_dir is not None else Path(profile_path).parent, "--out-dir")
+    args.model = get_validate_model(args, profile)
     if args.serve:
         return cmd_validate_serve(args, profile_path, profile, out_dir)
     if getattr(args, "family", None):
@@ -314,6 +315,30 @@ def cmd_validate_serve(args, profile_path, profile, out_dir) -> int:
         written.append(json_path.with_suffix(".png"))
     print("wrote " + ", ".join(str(p) for p in written))
     return 0
+
+
+#: validate's hold-out target when --model is not given
+DEFAULT_VALIDATE_MODEL = "tiny-llama-123m"
+
+
+def get_validate_model(args, profile) -> str:
+    """--model, else for `--family model` the one model whose `calibrate --model` terms the profile carries (their
+    recorded source: what was timed), else DEFAULT_VALIDATE_MODEL. Checking a model's terms on another model would
+    price it without them."""
+    if args.model:
+        return args.model
+    if getattr(args, "family", None):
+        from ..calibrate.external.external_validate import parse_families
+
+        if "model" in parse_families(args.family):
+            terms = profile.measured.provenance.model_terms or {}
+            if len(terms) > 1:
+                raise InputError(f"the profile carries terms of {len(terms)} models ({', '.join(sorted(terms))}): "
+                                 "say which to check with --model")
+            if terms:
+                (by_dtype,) = terms.values()
+                return next(iter(by_dtype.values())).source
+    return DEFAULT_VALIDATE_MODEL
 
 
 def cmd_validate_family(args, profile_path, profile, out_dir) -> int:
