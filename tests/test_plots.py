@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+import warnings
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
@@ -94,6 +95,11 @@ def test_speedup_map(hw, model, draft):
     assert len(texts) == 15 and all("k=" in t or t == "does not\nfit" for t in texts)
     legend = [t.get_text() for t in ax.get_legend().get_texts()]
     assert any("speedup = 1" in t or "break-even" in t for t in legend)
+    # regression: the legend's entries side by side were wider than the figure, and the layout collapsed the map
+    # to a sliver ("constrained_layout not applied because axes sizes collapsed to zero")
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        fig.canvas.draw()
 
 
 def test_speedup_map_draws_the_break_even_boundary():

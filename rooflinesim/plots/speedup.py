@@ -144,8 +144,9 @@ def plot_speedup_map(
     ax.set_title(f"{result.model} + draft {result.draft} on {result.hardware}{_tp_label(scenario)}, engine "
                  f"{scenario.engine_name}: best speedup over k = 1..{max(k_values)}\nalpha = {alpha_value:g}, weights {w.weight_dtype}, KV {w.kv_dtype}{note}",
                  fontsize=10)
-    ax.legend(handles=handles, loc="upper center", bbox_to_anchor=(0.5, -0.12), ncol=len(handles), fontsize=8,
-              frameon=False)
+    # one entry per row: side by side, the break-even entries' long labels are wider than the figure, and the
+    # layout then squeezes the map to a sliver
+    ax.legend(handles=handles, loc="upper center", bbox_to_anchor=(0.5, -0.12), ncol=1, fontsize=8, frameon=False)
     return attach_warnings(fig, scenario)
 
 
