@@ -185,3 +185,26 @@ def test_cli_model_options_without_model_are_refused(option, capsys):
 
     assert main(["calibrate", *option, "--dtype", "fp32"]) == 2
     assert "belongs to 'calibrate --model PATH_OR_NAME'" in capsys.readouterr().err
+
+
+def test_model_validation_compares_the_machine_with_the_terms_anchors(tmp_path):
+    """The terms absorb the machine's state while `calibrate --model` timed the model; `validate --family model`
+    reads the machine's speed against that moment (the profile's anchors may be hours older), other families
+    against the profile's."""
+    from rooflinesim.calibrate.external.external_validate import get_anchor_reference
+
+    folder = tmp_path / "ckpt"
+    folder.mkdir()
+    (folder / "config.json").write_text(json.dumps(TINY_CONFIG))
+    anchors = {"gemm": 0.004, "forward": 0.0012, "stream": 0.03}
+    terms = ModelTerms(source=str(folder), implementation="hf", scale=1.0, step_overhead_s=0.0, batches=(1,),
+                       contexts=(16,), new_tokens=(1,), median_abs_rel_residual=0.0, anchor_s=anchors)
+    hw = with_model_terms(load_profile(PROFILE), "my-tiny-llama", {"fp32": terms})
+    assert get_anchor_reference(hw, ("model",), str(folder), "fp32") == (anchors, "model terms")
+    profile_anchors = hw.measured.provenance.anchor_s
+    assert get_anchor_reference(hw, ("hf", "model"), str(folder), "fp32") == (profile_anchors, "profile")
+    assert get_anchor_reference(hw, ("model",), str(folder), "bf16") == (profile_anchors, "profile")  # no terms
+    older = with_model_terms(hw, "my-tiny-llama", {"fp32": terms.model_copy(update={"anchor_s": None})})
+    assert get_anchor_reference(older, ("model",), str(folder), "fp32") == (profile_anchors, "profile")
+    with pytest.raises(ValueError, match="unknown anchor"):
+        ModelTerms.model_validate({**terms.model_dump(), "anchor_s": {"warp": 1.0}})

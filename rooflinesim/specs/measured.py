@@ -34,6 +34,18 @@ def parse_attention_key(key: str) -> tuple[str, int]:
     return match.group(1), int(match.group(2))
 
 
+def check_anchor_s(value):
+    """A dict of anchor name -> time (s): known names, finite positive times (None passes)."""
+    if value is None:
+        return value
+    unknown = sorted(set(value) - set(ANCHOR_NAMES))
+    if unknown:
+        raise ValueError(f"unknown anchor(s) {', '.join(unknown)}; known: {', '.join(ANCHOR_NAMES)}")
+    if not all(math.isfinite(v) and v > 0 for v in value.values()):
+        raise ValueError("anchor times must be finite and positive (s)")
+    return value
+
+
 class ModelTerms(SpecModel):
     """One model's own terms fitted on top of the device profile (`calibrate --model`): its steps measured at a few
     (batch, context, new tokens) points are priced as scale x (the device profile's price) + step_overhead_s +
@@ -55,6 +67,15 @@ class ModelTerms(SpecModel):
     median_abs_rel_residual: float = Field(ge=0, description="on the timed points")
     check_median_abs_rel_error: Optional[float] = Field(
         None, ge=0, description="on the points it did not time, measured right after the fit")
+    anchor_s: Optional[dict[str, float]] = Field(
+        None, description="the machine-speed anchors (rooflinesim.calibrate.measure.anchor) timed before and after "
+                          "the model's points, averaged (s): the machine's state the terms absorbed; `validate "
+                          "--family model` compares with these rather than the profile's")
+
+    @field_validator("anchor_s")
+    @classmethod
+    def _check_anchor(cls, value):
+        return check_anchor_s(value)
 
 
 class Provenance(SpecModel):
@@ -88,14 +109,7 @@ class Provenance(SpecModel):
     @field_validator("anchor_s")
     @classmethod
     def _check_anchor(cls, value):
-        if value is None:
-            return value
-        unknown = sorted(set(value) - set(ANCHOR_NAMES))
-        if unknown:
-            raise ValueError(f"unknown anchor(s) {', '.join(unknown)}; known: {', '.join(ANCHOR_NAMES)}")
-        if not all(math.isfinite(v) and v > 0 for v in value.values()):
-            raise ValueError("anchor times must be finite and positive (s)")
-        return value
+        return check_anchor_s(value)
 
 
 class LinearTable(SpecModel):

@@ -32,6 +32,7 @@ from ...errors import InputError
 from ...specs.measured import ModelTerms
 from ...specs.registry import load_model
 from ...units import GIGA, MILLI, get_dtype_bytes
+from ..measure.anchor import Anchor
 from ..measure.timers import Device, Timer, default_process_heap, get_torch_dtype
 
 #: (batch, context, new tokens): decode steps and one verify (k = 4)
@@ -217,6 +218,8 @@ def run_model_calibration(hw, source: str, device: Device, dtypes, impl: str | N
     timed, check = (TINY_TIMED, TINY_CHECK) if tiny else (TIMED_POINTS, CHECK_POINTS)
     base = with_model_terms(hw, spec.name, None)
     timer = Timer(device)
+    # the machine's state the terms absorb, timed around the points; validate --family model compares with it
+    anchor = None if tiny else Anchor(device)
     rng = random.Random(seed)
     report = {"model": spec.name, "source": str(source), "implementation": impl, "dtypes": {}}
     all_terms = {}
@@ -225,6 +228,7 @@ def run_model_calibration(hw, source: str, device: Device, dtypes, impl: str | N
             raise InputError(f"the profile measured {', '.join(hw.measured.dtypes)}, not {dtype}")
         _check_fits(spec, dtype, timed + check)
         started = time.perf_counter()
+        anchors = [anchor.time_s()] if anchor else []
         steps = ModelSteps(config_path, spec, impl, dtype, device)
         samples: dict = {}
         points = list(timed + check)
@@ -237,6 +241,9 @@ def run_model_calibration(hw, source: str, device: Device, dtypes, impl: str | N
                                    warmup_calls=1, before=reset)
                 samples.setdefault(point, []).extend(t.samples)
         steps = None
+        if anchor:
+            anchors.append(anchor.time_s())
+        anchor_s = {name: float(np.mean([a[name] for a in anchors])) for name in anchors[0]} if anchors else None
         measured = {pt: float(np.median(sorted(v)[:max(1, (len(v) + 1) // 2)])) for pt, v in samples.items()}
         priced = {pt: _price(base, spec, dtype, *pt) for pt in timed + check}
         kv_bytes = [_attention_kv_bytes(base, spec, dtype, *p) for p in timed]
@@ -245,7 +252,8 @@ def run_model_calibration(hw, source: str, device: Device, dtypes, impl: str | N
         terms = ModelTerms(source=str(source), implementation=impl, scale=scale, step_overhead_s=overhead,
                            kv_cache_s_per_byte=kv,
                            batches=tuple(p[0] for p in timed), contexts=tuple(p[1] for p in timed),
-                           new_tokens=tuple(p[2] for p in timed), median_abs_rel_residual=residual)
+                           new_tokens=tuple(p[2] for p in timed), median_abs_rel_residual=residual,
+                           anchor_s=anchor_s)
         fitted = with_model_terms(base, spec.name, {**all_terms, dtype: terms})
         rows = []
         for pt in timed + check:
@@ -281,6 +289,12 @@ def print_model_report(report: dict, log=print) -> None:
             log(f"  {'timed' if row['timed'] else 'check'} {row['batch']:>5} {row['context_tokens']:>7} "
                 f"{row['new_tokens']:>2} {row['measured_s'] / MILLI:12.2f} {row['device_profile_s'] / MILLI:18.2f} "
                 f"{row['with_model_terms_s'] / MILLI:20.2f}")
+
+
+def get_model_terms(hw, source: str, dtype: str):
+    """The profile's `calibrate --model` terms of the model at `source` in `dtype` (None: it has none)."""
+    _, spec = resolve_source(source)
+    return ((hw.measured.provenance.model_terms or {}).get(spec.name) or {}).get(dtype)
 
 
 def measure_model_family(hw, base, source: str, device: Device, dtype: str, timer: Timer, tiny: bool = False,
