@@ -10,12 +10,11 @@ from dataclasses import replace
 import numpy as np
 
 from ..scenario.builder import Scenario
-from ..specs.registry import get_short_name
 from ..timing.datasheet_band import DatasheetBand
 from .break_even import get_best_k_index
 from .speculative import price_speculation
 from .speculative_result import SpeculativeResult
-from .speedup_band import get_speedup_band
+from .speedup_band import get_scenario_speedup_band
 
 #: how far the acceptance rate is moved either way to show how an answer depends on it
 ALPHA_SENSITIVITY = 0.1
@@ -97,9 +96,9 @@ def add_intervals(result: SpeculativeResult, scenario: Scenario, band: Datasheet
         updates["expected_tokens_interval"] = (e_low, e_high)
         speedup_interval = (s_low, s_high)
         sources.append("E and the speedup: the measured acceptance's confidence interval")
-    if band is not None and result.k > 0:
+    speedup_band = get_scenario_speedup_band(scenario) if result.k > 0 else None
+    if speedup_band is not None:
         # on a datasheet, the engine profile's error against published speedups: added to the acceptance's reach
-        speedup_band = get_speedup_band(scenario.engine_name, get_short_name(scenario.hardware))
         low, high = speedup_band.apply(result.speedup)
         if speedup_interval is not None:
             low, high = max(0.0, speedup_interval[0] - speedup_band.high_error_x), \
