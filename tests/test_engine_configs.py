@@ -80,6 +80,11 @@ def test_configs_carry_serves_verdict_into_the_disable_threshold(capsys):
     stop = math.ceil(crossover["mean_batch"])
     vllm = _run(capsys, [*common, "--emit-config", "vllm"])
     assert f"off from batch {stop}" in vllm
+    # the verdict line carries serve's range within the published error, as serve prints it
+    earliest = runs["crossovers"][0]["latency_range"]["earliest"]
+    verdict = next(line for line in vllm.splitlines() if line.startswith("# verdict:"))
+    assert "within the published error (+-0.17x)" in verdict
+    assert earliest is None or f"from {earliest['rate_per_s']:g} req/s" in verdict
     ranges = vllm_speculative_config(vllm)["num_speculative_tokens_per_batch_size"]
     assert all(k == 0 for first, last, k in ranges if last >= stop) and ranges[-1][2] == 0
     assert any(first == stop for first, _, k in ranges if k == 0) or stop == 1

@@ -281,17 +281,24 @@ def _serve_verdict(args, scenario, workload, config) -> tuple[int | None, str]:
     speculative = [p for p in policies if p != "off"]
     if not speculative:
         raise InputError("--emit-config with --rate compares 'off' with a speculative --policy (e.g. off,dynamic)")
+    from ..pricing.speedup_band import get_scenario_speedup_band
+    from ..serve.render import describe_latency_range
+
     rates = parse_rates(args.rate)
     rows = run_rate_sweep(scenario, workload, rates, ["off", speculative[0]], config, max_workers=args.workers)
-    crossover = get_crossovers(rows)[0]["latency"]
+    [crossing] = get_crossovers(rows, band=get_scenario_speedup_band(scenario))
+    crossover = crossing["latency"]
+    # on a datasheet: where the engine's published speedup error puts the same crossover
+    within = f"; {describe_latency_range(crossing['latency_range'])}" if crossing.get("latency_range") else ""
     if crossover is None:
         return None, (f"serve: {speculative[0]} speculation pays for latency at every rate tried (up to "
-                      f"{max(rates):g} requests/s)")
+                      f"{max(rates):g} requests/s){within}")
     stop = max(1, math.ceil(crossover["mean_batch"]))
     before = [r for r in sorted(rates) if r < crossover["rate_per_s"]]
     still = f", still pays at {before[-1]:g}" if before else ""
     return stop, (f"serve: {speculative[0]} speculation stops paying for latency from {crossover['rate_per_s']:g} "
-                  f"requests/s{still} (off's mean batch there {crossover['mean_batch']:.1f}): off from batch {stop}")
+                  f"requests/s{still} (off's mean batch there {crossover['mean_batch']:.1f}): off from batch "
+                  f"{stop}{within}")
 
 
 PLOT_KINDS = {
