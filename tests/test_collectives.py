@@ -10,6 +10,7 @@ from rooflinesim.specs.registry import load_hardware
 from rooflinesim.scenario.builder import build_scenario
 from rooflinesim.specs.hardware import HardwareSpec
 from rooflinesim.timing.collectives import get_collective_algorithm, get_collective_parts
+from tests.benchmark_scripts import load_script
 
 # numbers of the bare-kernel model (hand-computed or checked against published rows before engine profiles):
 # priced with engine "ideal" (tests/conftest.py)
@@ -97,13 +98,7 @@ def test_gpt_fast_tensor_parallel_table_within_15_percent(model, tp):
 
 
 def _published_rows():
-    import importlib.util
-    from pathlib import Path
-
-    path = Path(__file__).resolve().parent.parent / "benchmarks" / "bench_published.py"
-    spec = importlib.util.spec_from_file_location("bench_published", path)
-    bench = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(bench)
+    bench = load_script("benchmarks/bench_published.py")
     return bench, {row["id"]: row for row in bench.load_rows()}
 
 

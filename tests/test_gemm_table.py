@@ -2,19 +2,13 @@
 
 from __future__ import annotations
 
-import importlib.util
-from pathlib import Path
-
 import pytest
 
-ROOT = Path(__file__).resolve().parent.parent
+from tests.benchmark_scripts import load_script
 
 
 def _bench():
-    spec = importlib.util.spec_from_file_location("bench_gemm_table", ROOT / "benchmarks" / "bench_gemm_table.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_script("benchmarks/bench_gemm_table.py")
 
 
 def test_table_is_complete_and_sourced():

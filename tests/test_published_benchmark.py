@@ -1,21 +1,17 @@
 """The published-measurement table loads, every row names a real source and a known metric, and every row is
 priced by the uncalibrated defaults (the accuracy goal itself is reported by the benchmark, not asserted here)."""
 
-import importlib.util
 import math
-from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parent.parent
+from tests.benchmark_scripts import load_script
+
 METRICS = {"decode_tokens_per_s", "ttft_s", "output_tokens_per_s", "output_tokens_per_s_per_gpu", "request_latency_s"}
 
 
 def _bench():
-    spec = importlib.util.spec_from_file_location("bench_published", ROOT / "benchmarks" / "bench_published.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_script("benchmarks/bench_published.py")
 
 
 def test_table_has_enough_sourced_rows():

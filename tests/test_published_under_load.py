@@ -3,14 +3,13 @@ speculation) load, every row names its source and carries the fields its metric 
 independent enough, and at most a third of the speculation rows are fitted. The accuracy itself is reported by
 `benchmarks/bench_under_load.py`, not asserted here."""
 
-import importlib.util
 import math
 from collections import Counter
-from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parent.parent
+from tests.benchmark_scripts import load_script
+
 SPEC_METRICS = {"speedup", "e2e_latency_speedup", "per_user_output_throughput_speedup"}
 SERVE_METRICS = {"requests_per_s", "output_tokens_per_s", "median_ttft_s", "median_tpot_s", "mean_tpot_s",
                  "median_e2e_latency_s", "median_itl_s", "tpot_s"}
@@ -18,10 +17,7 @@ LOAD_FIELD = {"batch": "batch", "rate": "rate_per_s", "concurrency": "concurrenc
 
 
 def _bench():
-    spec = importlib.util.spec_from_file_location("bench_under_load", ROOT / "benchmarks" / "bench_under_load.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_script("benchmarks/bench_under_load.py")
 
 
 @pytest.fixture(scope="module")
@@ -276,10 +272,7 @@ def test_a_serving_row_is_priced_with_its_engines_scheduling_and_flags(bench, mo
 
 
 def _traces():
-    spec = importlib.util.spec_from_file_location("sdb_traces", ROOT / "benchmarks" / "published" / "sdb_traces.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_script("benchmarks/published/sdb_traces.py")
 
 
 def test_trace_tokens_per_step_walks_a_chain_as_specdecode_benchs_simulator():

@@ -2,20 +2,14 @@
 an independent check that the remaining error on its rows is not in the step prices (benchmarks/bench_sdb_time_model.py,
 docs/accuracy.md). The source's constants are its authors' fit, not ours."""
 
-import importlib.util
-from pathlib import Path
-
 import pytest
 
-ROOT = Path(__file__).resolve().parent.parent
+from tests.benchmark_scripts import load_script
 
 
 @pytest.fixture(scope="module")
 def crosscheck():
-    spec = importlib.util.spec_from_file_location("bench_sdb_time_model", ROOT / "benchmarks" / "bench_sdb_time_model.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_script("benchmarks/bench_sdb_time_model.py")
 
 
 def test_source_model_reproduces_its_own_arithmetic(crosscheck):

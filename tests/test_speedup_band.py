@@ -13,6 +13,7 @@ from rooflinesim.pricing.sensitivity import get_acceptance_interval
 from rooflinesim.pricing.speedup_band import get_speedup_band, get_speedup_verdict
 from rooflinesim.specs.registry import load_engine
 
+from .benchmark_scripts import load_script
 from .test_intervals import _predict, make_profile  # the suite's measured-profile helpers
 
 
@@ -86,12 +87,7 @@ def test_a_measured_profile_keeps_its_own_intervals_without_the_published_band()
 def test_shipped_bands_were_priced_from_the_files_in_the_tree():
     """The bands are generated (benchmarks/speedup_bands.py --write); editing the benchmark, an engine profile, a
     hardware or a model file without regenerating them fails here."""
-    import importlib.util
-
-    root = Path(__file__).resolve().parent.parent
-    spec = importlib.util.spec_from_file_location("speedup_bands", root / "benchmarks" / "speedup_bands.py")
-    generator = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(generator)
+    generator = load_script("benchmarks/speedup_bands.py")
     assert speedup_error_bands.INPUTS_SHA256 == generator.get_inputs_sha256(), \
         "regenerate: python benchmarks/speedup_bands.py --write"
     assert (speedup_error_bands.MIN_ROWS, speedup_error_bands.POOLED_WIDENING) == \
