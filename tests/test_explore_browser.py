@@ -204,6 +204,17 @@ def test_under_load_view_draws_the_serve_runs_and_crossovers(browser, base, shot
     shaded = browser.execute_script(
         "return (document.getElementById('chart-load-latency').layout.shapes || []).filter(s => s.type === 'rect')")
     assert len(shaded) == sum(1 for c in answer["crossovers"] if c["latency_range"]["earliest"] is not None)
+    # regression: on the log rate axis the dashed crossover line sat at log10(rate) (16 req/s drawn at 1.2); it must
+    # stand where the curve's point at that rate is drawn
+    crossing = answer["crossovers"][0]["throughput"]
+    if crossing is not None:
+        x_line, x_point = browser.execute_script("""
+            const gd = document.getElementById('chart-load-throughput');
+            const line = gd.querySelector('.shapelayer path').getBoundingClientRect();
+            const rates = gd.data[0].x, points = gd.querySelectorAll('.scatterlayer .trace')[0].querySelectorAll('.point');
+            const box = points[rates.indexOf(arguments[0])].getBoundingClientRect();
+            return [line.left + line.width / 2, box.left + box.width / 2];""", crossing["rate_per_s"])
+        assert abs(x_line - x_point) < 3
     browser.save_screenshot(str(shots / "load.png"))
 
 

@@ -240,8 +240,9 @@ const RENDERERS = {
       });
       // a crossover: the rate from which a policy stops paying against off (serve's own get_crossovers)
       const crossing = kind => data.crossovers.filter(c => c[kind]);
-      const shapes = kind => crossing(kind).map(c => ({type: "line", xref: "x", yref: "paper", x0: Math.log10(c[kind].rate_per_s),
-        x1: Math.log10(c[kind].rate_per_s), y0: 0, y1: 1, line: {dash: "dash", color: "#555"}}));
+      // on a log axis Plotly places shapes at data values but annotations at their log10 (tests/test_explore_browser.py)
+      const shapes = kind => crossing(kind).map(c => ({type: "line", xref: "x", yref: "paper", x0: c[kind].rate_per_s,
+        x1: c[kind].rate_per_s, y0: 0, y1: 1, line: {dash: "dash", color: "#555"}}));
       const notes = kind => crossing(kind).map((c, i) => ({xref: "x", yref: "paper", x: Math.log10(c[kind].rate_per_s),
         y: 1 - 0.08 * i, text: `${c.policy} stops paying`, showarrow: false, xanchor: "right", font: {size: 11},
         bgcolor: "rgba(255,255,255,0.8)"}));
@@ -250,9 +251,9 @@ const RENDERERS = {
       const finiteRate = at => at && typeof at.rate_per_s === "number";
       const ranges = data.crossovers.filter(c => c.latency_range && finiteRate(c.latency_range.earliest)).map(c => ({
         type: "rect", xref: "x", yref: "paper", y0: 0, y1: 1, line: {width: 0}, fillcolor: "rgba(85,85,85,0.12)",
-        x0: Math.log10(c.latency_range.earliest.rate_per_s),
-        x1: finiteRate(c.latency_range.latest) ? Math.log10(c.latency_range.latest.rate_per_s)
-          : Math.log10(Math.max(...data.runs.map(r => r.rate_per_s).filter(r => typeof r === "number")))}));
+        x0: c.latency_range.earliest.rate_per_s,
+        x1: finiteRate(c.latency_range.latest) ? c.latency_range.latest.rate_per_s
+          : Math.max(...data.runs.map(r => r.rate_per_s).filter(r => typeof r === "number"))}));
       for (const [id, key, title, axis, kind] of [
         ["chart-load-latency", "latency_s.p50", "Median request latency vs offered rate", "p50 latency (s)", "latency"],
         ["chart-load-throughput", "output_tokens_per_s", "Output tokens/s vs offered rate", "output tokens/s", "throughput"]]) {
