@@ -185,8 +185,20 @@ def test_emitted_engine_config_states_the_break_even_within_the_published_error(
     table = get_k_by_batch(scenario, 256, 1024, 8)
     best = (table["expected_tokens"][None, 1:] * table["step_time_s"][:, :1] / table["step_time_s"][:, 1:]).max(axis=1)
     h = get_speedup_band("vllm-v1").high_error_x
-    earliest = int(get_break_even_batch(table["batch"], best - h >= 1))
+    earliest = int(get_break_even_batch(table["batch"], best - h > 1))
     assert earliest > 0 and f"from batch {earliest}" in get_break_even_span_line(
         scenario, get_speedup_band("vllm-v1", "h100"), table, 256)
     a100 = build_scenario("a100", "llama-3.1-8b", 1, 1024, draft="llama-3.2-1b", alpha=0.6, k_values=range(0, 9))
     assert "carried over to a100" in emit_engine_config(a100, "vllm", ServeConfig(), 1024)
+
+
+def test_a_tie_at_one_does_not_pay_at_either_end_as_at_the_point():
+    import numpy as np
+
+    from rooflinesim.pricing.speedup_band import SpeedupBand
+
+    band = SpeedupBand(-0.25, 0.25, 50, True, "b")  # binary-exact values, so the ties below are exact
+    low, high = band.get_pays_at_ends(np.array([1.0, 1.25, 0.75, 1.5]))
+    # low end: speedup - 0.25 > 1; high end: speedup + 0.25 > 1 (1.25 - 0.25 and 0.75 + 0.25 are ties: not paying)
+    assert low.tolist() == [False, False, False, True] and high.tolist() == [True, True, False, True]
+    assert get_speedup_verdict(1.0, None) == "does_not_pay"

@@ -37,9 +37,10 @@ class SpeedupBand:
 
     def get_pays_at_ends(self, speedup):
         """(pays at the band's low end, pays at its high end): whether speculation still beats plain decoding if the
-        measured speedup sat at either end (arrays like `speedup`; NaN, nothing priced, pays at neither)."""
+        measured speedup sat at either end (arrays like `speedup`; NaN, nothing priced, pays at neither). Strictly
+        above 1.0x, as the point verdict: a tie does not pay."""
         with np.errstate(invalid="ignore"):
-            return speedup - self.high_error_x >= 1.0, speedup - self.low_error_x >= 1.0
+            return speedup - self.high_error_x > 1.0, speedup - self.low_error_x > 1.0
 
 
 def get_speedup_band(engine: str, hardware: str | None = None) -> SpeedupBand:

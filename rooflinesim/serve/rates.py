@@ -13,7 +13,7 @@ running batch there; None when it pays at every rate.
 
 On a datasheet the latency crossover against `off` also comes as a range (`latency_range`): the same rule with the
 latency speedup (off's p50 over the policy's) read at either end of the engine profile's published speedup error
-(`pricing.speedup_band`, h), paying where speedup - h >= 1 (earliest) and where speedup + h >= 1 (latest). The
+(`pricing.speedup_band`, h), paying where speedup - h > 1 (earliest) and where speedup + h > 1 (latest), strictly, as the point reading. The
 band is the speedup error of the engine's published rows at a load, which is what this ratio is; throughput has no
 range, since below saturation both serve the offered load and the ratio sits at 1 whatever the error.
 """
@@ -181,15 +181,13 @@ def _throughput_pays(o: dict, s: dict) -> bool:
     return s["output_tokens_per_s"] >= THROUGHPUT_TIE * o["output_tokens_per_s"]
 
 
-def _latency_speedup(o: dict, s: dict) -> float:
-    return o["latency_s"]["p50"] / s["latency_s"]["p50"]
-
-
 def get_latency_range(rows_off: list[dict], rows_spec: list[dict], band) -> dict:
     """The latency crossover with the speedup at the low and at the high end of `band` (a `SpeedupBand`): each the
     load from which that reading stops paying, as `get_crossovers` gives it (None: that reading pays at every load)."""
     def reading(error_x):
-        return lambda o, s: _latency_speedup(o, s) - error_x >= 1.0
+        # off/spec - e > 1 written without the division, so that e = 0 is exactly the point reading (a tie at
+        # speedup 1.0 does not pay in either)
+        return lambda o, s: o["latency_s"]["p50"] > (1.0 + error_x) * s["latency_s"]["p50"]
 
     return {"earliest": _last_paying_crossover(rows_off, rows_spec, reading(band.high_error_x)),
             "latest": _last_paying_crossover(rows_off, rows_spec, reading(band.low_error_x)),
