@@ -397,14 +397,15 @@ def run_break_even(rows: list[dict], alphas: dict[str, float]) -> None:
 
 
 def get_first_losing_loads(grid, speedup_at, h: float) -> dict:
-    """The first load of `grid` where the predicted speedup is below 1.0x (`point`), and where it is with the
-    measured speedup at the low (`earliest`: speedup - h) and the high end (`latest`: speedup + h) of a published
-    error band of half-width h; None where that reading pays over the whole grid. Stops once the high end loses."""
+    """The first load of `grid` where the predicted speedup is not above 1.0x (`point`; a tie does not pay, as in
+    `pricing.speedup_band`), and where it is not with the measured speedup at the low (`earliest`: speedup - h) and
+    the high end (`latest`: speedup + h) of a published error band of half-width h; None where that reading pays over
+    the whole grid. Stops once the high end loses."""
     first = {"earliest": None, "point": None, "latest": None}
     for x in grid:
         s = speedup_at(x)
         for key, reading in (("earliest", s - h), ("point", s), ("latest", s + h)):
-            if first[key] is None and reading < 1.0:
+            if first[key] is None and reading <= 1.0:
                 first[key] = x
         if first["latest"] is not None:
             break

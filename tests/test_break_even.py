@@ -127,7 +127,7 @@ def _predict_break_even(kwargs, batches, ctx, alpha, k_max):
         spec = rooflinesim.predict(**kwargs, batch=b, ctx=ctx, alpha=alpha, k=None, allow_long_context=True).speculative
         rows = [r for r in spec.k_table if 0 < r["k"] <= k_max and r["fits_in_memory"]]
         fits.append(bool(rows))
-        pays.append(bool(rows) and max(r["speedup"] for r in rows) >= 1.0)
+        pays.append(bool(rows) and max(r["speedup"] for r in rows) > 1.0)
     return pays, fits
 
 

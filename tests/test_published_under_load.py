@@ -238,6 +238,14 @@ def test_break_even_is_judged_against_the_published_bracket(bench, predicted, ex
     assert bench.describe_break_even(predicted, entry, 512) == expected
 
 
+def test_first_losing_loads_read_the_band_ends_with_a_tie_losing(bench):
+    speedups = {1: 1.5, 2: 1.25, 4: 1.0, 8: 0.5}  # binary-exact: 1.25 - 0.25 and 1.0 are ties at 1.0x
+    first = bench.get_first_losing_loads([1, 2, 4, 8], speedups.get, 0.25)
+    assert first == {"earliest": 2, "point": 4, "latest": 8}
+    assert bench.get_first_losing_loads([1, 2], {1: 2.0, 2: 1.5}.get, 0.25) == dict.fromkeys(
+        ("earliest", "point", "latest"))
+
+
 def test_serving_deployment_blocks_state_known_flags_with_a_source(serve_rows):
     for row in serve_rows:
         deployment = row.get("deployment")

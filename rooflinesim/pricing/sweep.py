@@ -102,9 +102,10 @@ class SweepResult:
 
     @property
     def pays(self) -> np.ndarray:
-        """(n_batch, n_ctx, n_alpha): the best speculative k that fits beats plain decoding (False where none fits)."""
+        """(n_batch, n_ctx, n_alpha): the best speculative k that fits beats plain decoding, strictly (a tie at 1.0x
+        does not pay, as in `get_speedup_verdict` and the band's ends); False where none fits."""
         with np.errstate(invalid="ignore"):
-            return self.best_speculative_speedup >= 1.0  # NaN (nothing fits) compares False
+            return self.best_speculative_speedup > 1.0  # NaN (nothing fits) compares False
 
     @property
     def break_even_batch(self) -> np.ndarray:

@@ -28,7 +28,7 @@ def break_even(batches, speedups) -> int | None:
     """The batch from which speculation stops paying for good (`pricing.break_even.get_break_even_batch`, the definition
     sweeps use); None where it still pays at the largest batch."""
     order = np.argsort(batches)
-    batch = int(get_break_even_batch(np.asarray(batches)[order], np.asarray(speedups)[order] >= 1.0))
+    batch = int(get_break_even_batch(np.asarray(batches)[order], np.asarray(speedups)[order] > 1.0))
     return None if batch < 0 else batch
 
 
