@@ -67,7 +67,7 @@ def build(name: str, dtype: torch.dtype):
 
     def factory(batch, context):
         step = H.HfDecodeStep(model, batch, context)
-        return step, step.reset
+        return step, step.rewind
     return factory, spec
 
 

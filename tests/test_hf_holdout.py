@@ -106,6 +106,74 @@ def test_hf_decode_step_frees_the_cache_it_replaces_as_generate_does():
         assert step.cache.get_seq_length() == 24
 
 
+@needs_hf
+def test_hf_decode_step_rewinds_without_copying_as_the_next_step_of_generate():
+    """`rewind` takes every grown layer back to `context` tokens as a view of the last step's tensor (no copy), so the
+    next step allocates and frees as `generate`'s next step does; a sliding-window layer at its window keeps its
+    size. Before, the timers called `reset`, whose fresh copies made the steps stall every few calls."""
+    import weakref
+
+    from rooflinesim.calibrate.external.hf_holdout import HfDecodeStep, build_hf_model, make_config
+
+    llama, mistral = tiny_entries()[0], tiny_entries()[1]
+    with torch.inference_mode():
+        model = build_hf_model(make_config(llama), torch.float32)
+        step = HfDecodeStep(model, batch=2, context=24)
+        first = step()
+        grown = [layer.keys for layer in step.cache.layers]
+        assert all(k.shape[-2] == 25 for k in grown)
+        step.rewind()
+        assert step.cache.get_seq_length() == 24
+        assert all(layer.keys.shape[-2] == 24 and layer.keys.data_ptr() == k.data_ptr()
+                   for layer, k in zip(step.cache.layers, grown))  # views of the grown tensors: nothing copied
+        refs = [weakref.ref(k) for k in grown]
+        grown = None
+        again = step()
+        assert all(w() is None for w in refs)  # the next step's cat released what it replaced
+        torch.testing.assert_close(first, again)  # the same 24 cached positions as the first call
+        step.rewind()
+        assert step.cache.get_seq_length() == 24
+
+        model = build_hf_model(make_config(mistral), torch.float32)  # sliding window 16 < context 24
+        step = HfDecodeStep(model, batch=2, context=24)
+        step()
+        sizes = [layer.keys.shape[-2] for layer in step.cache.layers]
+        step.rewind()
+        assert [layer.keys.shape[-2] for layer in step.cache.layers] == sizes == [15, 15]
+        assert step.cache.get_seq_length() == 24
+
+
+@needs_hf
+def test_hf_hold_out_and_model_steps_are_timed_after_a_rewind(tmp_path):
+    """The timed paths, the HF hold-out and `calibrate --model`'s steps, call `rewind` between calls, not `reset`."""
+    from rooflinesim.calibrate.external import hf_holdout as H
+    from rooflinesim.calibrate.external.model_terms import ModelSteps
+    from rooflinesim.calibrate.fitting.measurements import Timing
+    from rooflinesim.calibrate.measure.timers import select_device
+    from rooflinesim.specs.profiles import load_profile
+
+    class RecordingTimer:
+        def __init__(self):
+            self.before = []
+
+        def time(self, fn, before=None, **_):
+            self.before.append(getattr(before, "__name__", None))
+            before()
+            fn()
+            return Timing((1e-3, 1e-3))
+
+    hw, device, timer = load_profile(PROFILE), select_device("cpu"), RecordingTimer()
+    rows = H.measure_hf_family(hw, hw, device, "fp32", H.HfGrid((1, 2), (16,), 1, 0.0), timer,
+                               entries=tiny_entries()[:2])
+    assert len(rows) == 4 and timer.before == ["rewind"] * 4
+
+    config = H.make_config(tiny_entries()[0])
+    config.save_pretrained(tmp_path)
+    spec = H.spec_from_config(config)
+    fn, between = ModelSteps(tmp_path / "config.json", spec, "hf", "fp32", device).step(2, 16, 1)
+    assert between.__name__ == "rewind" and between.__self__ is fn
+
+
 def test_default_process_heap_runs_its_block_without_glibc(monkeypatch):
     import ctypes
 
@@ -119,6 +187,7 @@ def test_default_process_heap_runs_its_block_without_glibc(monkeypatch):
     with timers.default_process_heap():
         ran.append(1)
     assert ran == [1]
+
 
 def test_gptfast_decoder_computes_the_reference_decoders_function():
     """Independent code, same model: with the reference decoder's weights (q, k, v fused into wqkv) the gpt-fast-style

@@ -105,7 +105,7 @@ class ModelSteps:
 
             with torch.inference_mode():
                 step = HfDecodeStep(self.model, batch, context, new_tokens=q)
-            return step, step.reset
+            return step, step.rewind
         key = (batch, context + q)
         if key not in self._caches:
             self._caches = {key: self.model.new_caches(batch, context + q + 8)}  # one cache set in memory
