@@ -199,6 +199,54 @@ def test_measured_profile_prices_the_concat_per_byte_at_its_allocation_size():
     assert float(timing.get_op_time(small, "fp32").time_s) == pytest.approx(10 * float(small.bytes) / 40e9, rel=1e-9)
 
 
+def test_the_concat_rate_is_not_interpolated_across_the_mmap_threshold():
+    """Regression: a 24 MiB point at the heap's rate and a 40 MiB point at the fresh pages' priced a 31 MiB tensor,
+    which glibc still serves from the heap, at a rate between the two (2-core Intel Xeon VM, 2026-12-03)."""
+    from rooflinesim.specs.measured import FRESH_ALLOCATION_BYTES
+
+    mib = 2.0**20
+    assert FRESH_ALLOCATION_BYTES == 32 * mib
+    table = _concat_table((8, 24, 40, 64), (40, 30, 10, 9))
+    assert table.get_seconds_per_byte(31 * mib) == pytest.approx(1 / 30e9)  # the heap side, clamped at its end
+    assert table.get_seconds_per_byte(12 * mib) == pytest.approx(
+        np.exp(np.interp(np.log(12 * mib), np.log([8 * mib, 24 * mib]), np.log([1 / 40e9, 1 / 30e9]))))
+    for size in (32, 33, 48, 100):  # mapped afresh from the threshold: one cost per byte
+        assert table.get_seconds_per_byte(size * mib) == pytest.approx(1 / 10e9)
+    rows = table.get_seconds_per_byte(np.array([mib, 31 * mib, 100 * mib]))  # vectorised as the grids call it
+    assert rows == pytest.approx([1 / 40e9, 1 / 30e9, 1 / 10e9])
+    heap_only = _concat_table((8, 24), (40, 30))
+    assert heap_only.get_seconds_per_byte(64 * mib) == pytest.approx(1 / 30e9)  # no fresh point: the heap's end
+    assert heap_only.get_fresh_seconds_per_byte() is None
+    fresh_only = _concat_table((48, 96), (9, 4))
+    assert fresh_only.get_seconds_per_byte(mib) == pytest.approx(1 / 9e9)  # no heap point: the fresh side's
+
+
+def test_the_fresh_page_rate_is_the_fastest_paid_one_not_a_slow_fault_state_nor_a_warm_heap_block():
+    """2-core Intel Xeon VM, 2026-12-03: one full calibration read 48 / 64 / 96 MiB at 2.9 / 3.5 / 9.4 GB/s (the VM's
+    page faults in a slow state) and priced hf-llama-94m at batch 16 and context 4096 at +158 %; another read 40 MiB at
+    27 GB/s beside 29 GB/s at 24 MiB (served warm by a free heap block) and priced the same step 37 % low. The step
+    itself paid 8-10 GB/s."""
+    mib = 2.0**20
+    slow_state = _concat_table((24, 48, 64, 96), (29.1, 2.9, 3.5, 9.4))
+    assert slow_state.get_seconds_per_byte(48 * mib) == pytest.approx(1 / 9.4e9)
+    warm_served = _concat_table((24, 40, 64, 96), (29.4, 26.8, 8.7, 9.0))
+    assert warm_served.get_seconds_per_byte(48 * mib) == pytest.approx(1 / 9.0e9)
+    assert warm_served.get_fresh_seconds_per_byte() == pytest.approx(1 / 9.0e9)
+    all_warm = _concat_table((24, 48), (29.4, 25.0))  # no paid reading: the slowest one there
+    assert all_warm.get_seconds_per_byte(48 * mib) == pytest.approx(1 / 25e9)
+    # priced through a step: the op's time is its bytes at that rate
+    timing = MeasuredTiming.from_spec(_with_profile_fields(make_profile(), kv_concat=slow_state))
+    op = _ops("hf", batch=16, context=4096)["kv_concat"]
+    assert float(op.dims["allocation_bytes"]) >= 32 * mib
+    assert float(timing.get_op_time(op, "fp32").time_s) == pytest.approx(10 * float(op.bytes) / 9.4e9, rel=1e-9)
+
+
+def _concat_table(sizes_mib, gb_per_s):
+    sizes = tuple(x * 2.0**20 for x in sizes_mib)
+    return CopyTable(allocation_bytes=sizes, bytes_moved=tuple(4 * s for s in sizes),
+                     time_s=tuple(4 * s / (r * 1e9) for s, r in zip(sizes, gb_per_s)), spread=(0.1,) * len(sizes))
+
+
 def test_extra_dispatches_are_priced_per_call(tmp_path):
     hw = _with_profile_fields(make_profile(), dispatch_s=3e-6)
     path = _custom(tmp_path, dispatches_per_layer=100)

@@ -15,7 +15,7 @@ from typing import Annotated, Literal, Optional
 from pydantic import Field, field_validator, model_validator
 
 from .base import FloatTuple, IntTuple, SpecModel, StrTuple
-from ..units import normalize_dtype
+from ..units import MIB, normalize_dtype
 
 #: Elementwise op families `rooflinesim calibrate` measures (the keys of DtypeProfile.elementwise).
 ELEMENTWISE_FAMILIES = ("norm", "rope", "mlp_act", "residual", "kv_cache_write", "embedding", "sample", "accept_rule")
@@ -162,12 +162,25 @@ class CacheReuse(SpecModel):
         return self
 
 
+#: glibc's largest mmap threshold on 64-bit Linux (malloc.c DEFAULT_MMAP_THRESHOLD_MAX), which a process's dynamic
+#: threshold settles at once it has freed such chunks: an allocation from this size up is mapped afresh
+FRESH_ALLOCATION_BYTES = 32 * MIB
+#: a point from the threshold up that cost less than this many times the largest point below it per byte was served
+#: warm by a free heap block the benchmark process had left (27 GB/s at 40 MiB against 29 GB/s at 24 MiB and 9-10 GB/s
+#: at 64-96 MiB in one full calibration on the 2-core Intel Xeon VM), which a model's step does not find
+WARM_SERVED_FACTOR = 1.5
+
+
 class CopyTable(SpecModel):
     """One layer's KV-cache concatenation (keys and values copied into new tensors) timed vs the size of each new
-    tensor: the cost per byte depends on where the allocator finds the memory (a reused heap block, or fresh pages
-    the kernel faults in and zeroes: glibc maps every allocation above its mmap threshold, at most 32 MiB on 64-bit
-    Linux, afresh), so it is priced per byte interpolated in log size between the measured points, clamped at the
-    ends (`timing.measured`)."""
+    tensor. The cost per byte depends on where the allocator finds the memory: a reused heap block, or, from glibc's
+    mmap threshold up (at most 32 MiB on 64-bit Linux), fresh pages the kernel faults in and zeroes. Below the
+    threshold it is priced per byte interpolated in log size between the points below it, clamped at their ends;
+    from the threshold up at one cost per byte (a copy and a page fault per page, both in proportion to the size):
+    that of the fastest point there, leaving out points served warm (WARM_SERVED_FACTOR). The fastest, because the
+    VM's page faults have a slow state that comes and goes (48 and 64 MiB at 2.9-3.5 GB/s, 96 MiB at 9.4 GB/s in one
+    full calibration on the 2-core Intel Xeon VM), and a step is measured by its undisturbed calls
+    (`Timing.estimate_s`), in which transformers' cache paid 8-10 GB/s. A side with no point takes the other's."""
 
     allocation_bytes: FloatTuple
     bytes_moved: FloatTuple
@@ -185,12 +198,31 @@ class CopyTable(SpecModel):
             raise ValueError("bytes and times must be positive, spreads non-negative")
         return self
 
+    def get_fresh_seconds_per_byte(self) -> float | None:
+        """The cost per byte from the mmap threshold up (None: no point there)."""
+        sizes = self.allocation_bytes
+        per_byte = [t / b for t, b in zip(self.time_s, self.bytes_moved)]
+        fresh = [r for size, r in zip(sizes, per_byte) if size >= FRESH_ALLOCATION_BYTES]
+        if not fresh:
+            return None
+        heap = [r for size, r in zip(sizes, per_byte) if size < FRESH_ALLOCATION_BYTES]
+        paid = [r for r in fresh if not heap or r >= WARM_SERVED_FACTOR * heap[-1]]
+        return min(paid) if paid else max(fresh)
+
     def get_seconds_per_byte(self, allocation_bytes):
         import numpy as np
 
-        rate = np.log(np.asarray(self.time_s) / np.asarray(self.bytes_moved))
-        x = np.log(np.maximum(np.asarray(allocation_bytes, dtype=float), 1.0))
-        return np.exp(np.interp(x, np.log(np.asarray(self.allocation_bytes)), rate))
+        sizes = np.asarray(self.allocation_bytes)
+        allocation = np.maximum(np.asarray(allocation_bytes, dtype=float), 1.0)
+        heap = sizes < FRESH_ALLOCATION_BYTES
+        fresh_rate = self.get_fresh_seconds_per_byte()
+        if not heap.any():
+            return np.full_like(allocation, fresh_rate)
+        rate = np.log(np.asarray(self.time_s)[heap] / np.asarray(self.bytes_moved)[heap])
+        heap_rate = np.exp(np.interp(np.log(allocation), np.log(sizes[heap]), rate))
+        # interpolating across the threshold would price a reused heap block at part of the fresh pages' cost
+        return heap_rate if fresh_rate is None else np.where(allocation >= FRESH_ALLOCATION_BYTES, fresh_rate,
+                                                             heap_rate)
 
 
 class DtypeProfile(SpecModel):

@@ -33,8 +33,9 @@ from .plan import (
     ALWAYS_MEASURED_M, CACHE_SHAPE, DECODER_CONTEXT, ELEMENTWISE_SPECS, OVERHEAD_MODELS, OVERHEAD_TOKENS,
     QUICK_CACHE_WORKING_SETS, QUICK_KV_CONCAT_BYTES, WARM_WORKING_SET_BYTES, AttentionGrid, AttentionHeads, Plan,
     StepTokens, WeightShape,
-    elementwise_step_split, get_decoder_spec,
+    elementwise_step_split, get_decoder_spec, get_kv_concat_allocation_bytes,
 )
+from ...specs.measured import FRESH_ALLOCATION_BYTES
 
 #: the ladder, richest first; `plan_for_budget` walks down it per dtype until the run fits
 LEVELS = ("full", "full-1pass", "medium", "quick", "lean", "steady", "minimal")
@@ -238,7 +239,8 @@ def estimate_key_s(key: MeasurementKey, plan: Plan, speed: DeviceSpeed) -> float
         # in their pages (about a memset's rate)
         pages = 2 * key.size / (4 * speed.fill_bytes_per_s)
         fill = max(2 * key.size, 64 * MIB) / (4 * speed.fill_bytes_per_s)
-        fresh = key.size > 32 * MIB  # above glibc's largest mmap threshold (`specs.measured.CopyTable`)
+        # from glibc's largest mmap threshold up (`specs.measured.CopyTable`)
+        fresh = get_kv_concat_allocation_bytes(key.size, speed.dtype) >= FRESH_ALLOCATION_BYTES
         call = 4 * key.size / speed.gemv_bandwidth_bytes_per_s + (pages if fresh else 0.0)
         return JOB_SETUP_S + fill + _timed_s(call, plan)
     if isinstance(key, SamplerKey):  # float64 probabilities, a few passes over them and ~20 small calls
