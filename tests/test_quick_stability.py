@@ -289,6 +289,41 @@ def test_a_stalled_linear_point_is_found_and_timed_again_the_saw_tooth_is_not():
     assert stalled.timing(LinearKey(384, 384, 12)).estimate_s == clean.timing(LinearKey(384, 384, 12)).estimate_s
 
 
+def test_a_fresh_page_concat_point_timed_in_a_slow_fault_state_is_found_and_timed_again():
+    """q3 of 2026-12-03 06:39 (2-core Intel Xeon VM): its 48 MiB concatenation ran at 1.5 GB/s against 9.2-9.3 GB/s
+    in q1 and q2 a minute before, and priced hf-llama-94m at batch 16 and context 4096 at +447 %."""
+    from rooflinesim.calibrate.fitting.measurements import (
+        CONCAT_STALL_FACTOR, ImplementationKey, LinearKey, find_stalled_concat_points, find_stalled_points)
+    from rooflinesim.calibrate.measure.drift import retime_stalled
+
+    mib = 2**20
+
+    def concat(fresh_gb_s, sizes=(0.5, 8, 24, 48)):
+        results = _linear_results({(0, 12): 250.0})  # and one stalled linear point
+        for size in sizes:
+            rate = 27e9 if size * mib < 32 * mib else fresh_gb_s * 1e9
+            results.add(ImplementationKey("kv_concat", int(size * mib)), Timing((4 * size * mib / rate,) * 3))
+        results.add(ImplementationKey("dispatch", 64), Timing((1e-4,) * 3))
+        return results
+
+    assert find_stalled_concat_points(concat(9.3)) == []  # fresh pages at 2.9x the heap's cost: the normal case
+    assert find_stalled_concat_points(concat(27 / (CONCAT_STALL_FACTOR - 0.5))) == []
+    slow = concat(1.5)
+    assert find_stalled_concat_points(slow) == [ImplementationKey("kv_concat", 48 * mib)]
+    assert find_stalled_concat_points(concat(1.5, sizes=(48, 64))) == []  # nothing below the threshold to compare
+    assert find_stalled_points(slow) == [LinearKey(384, 384, 12), ImplementationKey("kv_concat", 48 * mib)]
+
+    class Job:
+        def run(self):
+            return Timing((4 * 48 * mib / 9.0e9,) * 3)
+
+    key = ImplementationKey("kv_concat", 48 * mib)
+    assert retime_stalled({"fp32": slow}, {("fp32", key): Job()}, find_stalled_points, 1.0,
+                          lambda d, k: 0.1) == 1  # the linear point has no job here
+    assert find_stalled_concat_points(slow) == []
+    assert slow.timing(key).estimate_s == pytest.approx(4 * 48 * mib / 9.0e9)
+
+
 def test_the_fit_leaves_a_stalled_point_out_of_its_table():
     from rooflinesim.calibrate.fitting.fit_profile import _fit_linear
     from rooflinesim.calibrate.fitting.plan import WeightShape

@@ -167,6 +167,32 @@ STALL_FACTOR = 3.0
 STALL_CHECK_MAX_M = 16
 
 
+#: a 'kv_concat' point above glibc's mmap threshold whose cost per byte is this many times the largest point below
+#: it (heap reuse) was timed while the VM's page faults were slow, a state that comes and goes: fresh pages cost
+#: 2.9x the heap's rate on the 2-core Intel Xeon VM (9.3 against 27 GB/s) and up to 9.5x on the AMD EPYC one (3.7
+#: against 35 GB/s), and one quick run of three read 48 MiB at 1.5 GB/s (18x), which priced transformers' batch-16
+#: long-context steps 5-6x too slow where the hold-out ran at 9 GB/s
+CONCAT_STALL_FACTOR = 12.0
+
+
+def find_stalled_concat_points(results: Results) -> list[ImplementationKey]:
+    """The 'kv_concat' points from the mmap threshold up whose time per byte is more than CONCAT_STALL_FACTOR times
+    that of the largest point below it (none without such a point)."""
+    from ...specs.measured import FRESH_ALLOCATION_BYTES
+
+    points = sorted((key.size, results.timing(key).estimate_s / key.size, key)
+                    for key in results.keys_of(ImplementationKey) if key.kind == "kv_concat")
+    heap = [rate for size, rate, _ in points if size < FRESH_ALLOCATION_BYTES]
+    if not heap:
+        return []
+    return [key for size, rate, key in points if size >= FRESH_ALLOCATION_BYTES and rate > CONCAT_STALL_FACTOR * heap[-1]]
+
+
+def find_stalled_points(results: Results) -> list[MeasurementKey]:
+    """Every point a stall check names: small-M linear points and fresh-page 'kv_concat' points."""
+    return [*find_stalled_linear_points(results), *find_stalled_concat_points(results)]
+
+
 def find_stalled_linear_points(results: Results) -> list[LinearKey]:
     """The linear points up to STALL_CHECK_MAX_M whose time is more than STALL_FACTOR times both of their
     neighbours' in M (same weight shape, at least one neighbour)."""

@@ -46,7 +46,7 @@ from .anchor import ANCHOR_TOLERANCE, Anchor
 from .benchmarks.bandwidth import copy_bandwidth, gemv_bandwidth, reference_gemv
 from .drift import DriftWatch, retime_affected, retime_stalled, take_reference as take_drift_reference
 from ..fitting.fit_profile import fit_dtype
-from ..fitting.measurements import DRIFT_FLAG, Results, find_stalled_linear_points
+from ..fitting.measurements import DRIFT_FLAG, Results, find_stalled_points
 from .probe import probe_speed
 from ..fitting.budget import (
     FIT_S, estimate_fixed_s, estimate_key_s, get_level_plan, is_essential,
@@ -261,7 +261,7 @@ def run_calibration(device: Device, dtypes, quick: bool, command: str, seed: int
         time_left = (started + budget.budget_s - spent_s - FIT_S * len(dtypes) - time.perf_counter()
                      if deadline is not None else 0.05 * (time.perf_counter() - started))
         jobs_by_key = {(d, job.key): job for r in rounds for d, job, _, _ in r}
-        stalls_retimed = retime_stalled(results, jobs_by_key, find_stalled_linear_points, time_left,
+        stalls_retimed = retime_stalled(results, jobs_by_key, find_stalled_points, time_left,
                                         lambda d, key: cost(d, key) * slowdown)
         if retimed["retimed"]:
             reference.append(watch.refs[-1])
@@ -287,8 +287,8 @@ def run_calibration(device: Device, dtypes, quick: bool, command: str, seed: int
                    f"{retimed['left']} left as measured; {drift:.0%} over the samples kept. "
                    if retimed["retimed"] or retimed["left"] else "")
     if stalls_retimed:
-        retime_note += (f"{stalls_retimed} linear configurations timed again: far slower than their neighbours in M "
-                        "(a stall). ")
+        retime_note += (f"{stalls_retimed} configurations timed again: far slower than their neighbours (a stall: "
+                        "a linear point vs its neighbours in M, a fresh-page concatenation vs the heap's). ")
     return build_profile_spec(device, profiles, plans, command, duration, drift, tuple(float(r) for r in reference),
                               budget, skipped, pressure, anchors, tuple(spec.name for spec in shapes_of),
                               retime_note)
