@@ -132,4 +132,5 @@ def test_a_peak_at_the_probe_bound_says_contention_only_when_the_run_was_contend
                                     "above 25 %: other tenants stalled calls, re-run in a quiet window. "))
     assert len(busy) == 1 and "measured under contention" in busy[0]
     kept = get_fit_warnings(profile({"decoder_fit_scale_prior": 1.0}, ""))
-    assert kept == ["warning: fp32: no mid-size decoder streamed its weights from memory; the in-model scale is kept at 1"]
+    assert kept == [
+        "warning: fp32: no mid-size decoder streamed its weights from memory; the in-model scale is kept at 1"]

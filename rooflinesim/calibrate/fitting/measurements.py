@@ -185,7 +185,8 @@ def find_stalled_concat_points(results: Results) -> list[ImplementationKey]:
     heap = [rate for size, rate, _ in points if size < FRESH_ALLOCATION_BYTES]
     if not heap:
         return []
-    return [key for size, rate, key in points if size >= FRESH_ALLOCATION_BYTES and rate > CONCAT_STALL_FACTOR * heap[-1]]
+    return [key for size, rate, key in points
+            if size >= FRESH_ALLOCATION_BYTES and rate > CONCAT_STALL_FACTOR * heap[-1]]
 
 
 def find_stalled_points(results: Results) -> list[MeasurementKey]:
