@@ -115,3 +115,40 @@ def test_speculative_loop_prices_the_first_draft_step_cold_and_the_rest_warm():
     # what the step time sums is what is reported: k x mean draft step + verify
     assert grid.step_time_s == pytest.approx(np.array([1, 4]) * grid.draft_step_time_s + grid.verify_step_time_s,
                                              rel=1e-12)
+
+
+def test_cache_reuse_points_time_whole_passes_over_their_working_set(monkeypatch):
+    """Regression: where a working set half fits in a cache, some GEMVs of a pass hit and others miss, and the faster
+    half of single calls took the hits (256 MiB read 44-47 GB/s by single calls, 34-36 GB/s over whole passes,
+    2-core Intel Xeon VM). A point is now timed as whole passes and reported per GEMV: the mean a step pays."""
+    torch = pytest.importorskip("torch")
+    from types import SimpleNamespace
+
+    from rooflinesim.calibrate.fitting.measurements import Timing
+    from rooflinesim.calibrate.fitting.plan import get_cache_passes
+    from rooflinesim.calibrate.measure.benchmarks import cache as C
+
+    costs, calls = [], []
+
+    def fake_linear(x, w):  # every other weight hits: 1 ms, the others miss: 3 ms
+        calls.append(w)
+        costs.append(1e-3 if len(calls) % 2 else 3e-3)
+
+    class FakeTimer:
+        def time(self, fn, min_calls, **kwargs):
+            samples = []
+            for _ in range(min_calls):
+                costs.clear()
+                fn()
+                samples.append(sum(costs))
+            return Timing(tuple(samples))
+
+    monkeypatch.setattr(C.F, "linear", fake_linear)
+    weights = [object() for _ in range(4)]
+    ctx = SimpleNamespace(rotating_weights=lambda k, n, size: weights, torch_device=torch.device("cpu"),
+                          torch_dtype=torch.float32, timer=FakeTimer(), plan=SimpleNamespace(min_time_s=0.0))
+    timing = C._cache_runner(ctx, 4 * 16 * 2**20)()
+    assert timing.estimate_s == pytest.approx(2e-3)  # single calls: 1e-3, the hits
+    assert len(timing.samples) == get_cache_passes(4) == 3
+    assert len(calls) == 4 * (1 + 3)  # one untimed pass, then the timed ones, each over every weight
+    assert get_cache_passes(1) == 10 and get_cache_passes(32) == 3

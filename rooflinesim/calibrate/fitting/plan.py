@@ -155,6 +155,14 @@ WARM_WORKING_SET_BYTES = int(8 * MIB)  # above a core's L2, inside the last-leve
 CACHE_SHAPE = WeightShape(2048, 2048)
 CACHE_WORKING_SETS = tuple(int(x * MIB) for x in (16, 32, 64, 96, 128, 192, 256, 384))
 QUICK_CACHE_WORKING_SETS = tuple(int(x * MIB) for x in (16, 64, 128, 256))
+#: a cache-reuse point is timed as whole passes over its working set (`benchmarks.cache`): at least this many, and at
+#: least MIN_CACHE_CALLS GEMVs
+MIN_CACHE_PASSES, MIN_CACHE_CALLS = 3, 10
+
+
+def get_cache_passes(copies: int) -> int:
+    """The passes over a working set of `copies` weights that one cache-reuse point times at least."""
+    return max(MIN_CACHE_PASSES, -(-MIN_CACHE_CALLS // copies))
 
 #: whole decoders timed by calibrate. The tiny ones measure dispatch; the mid-size ones (generic shapes, none a
 #: hold-out shape) how much slower ops run inside a forward pass, and what a layer costs there beyond its ops. The
