@@ -324,6 +324,40 @@ def test_a_fresh_page_concat_point_timed_in_a_slow_fault_state_is_found_and_time
     assert slow.timing(key).estimate_s == pytest.approx(4 * 48 * mib / 9.0e9)
 
 
+def test_a_heap_concat_point_timed_while_its_pages_faulted_is_found_and_left_out_of_the_table():
+    """r2/q4 of 2026-12-03 09:44 (2-core Intel Xeon VM, a hurried --quick run): its 0.5 MiB concatenation took
+    795 / 925 / 70 us (estimate 432 us) where the other runs read 50-79 us; r3/q1 (09:48) read 8 MiB at 2.2 ms in
+    every call against 0.94-1.2 ms. Both profiles priced transformers' steps up to 26 % slow."""
+    from rooflinesim.calibrate.fitting.fit_profile import _fit_kv_concat
+    from rooflinesim.calibrate.fitting.measurements import (
+        HEAP_CONCAT_STALL_FACTOR, ImplementationKey, find_heap_concat_outliers, find_stalled_concat_points)
+
+    mib = 2**20
+
+    def concat(times_us, sizes=(0.5, 8, 24, 48)):
+        results = _linear_results({})
+        for size, t in zip(sizes, times_us):
+            results.add(ImplementationKey("kv_concat", int(size * mib)), Timing((t * 1e-6,) * 3))
+        return results
+
+    quiet = concat((52, 1098, 4018, 22874))  # r3/q2: 1.22x the median per byte at 24 MiB
+    assert find_stalled_concat_points(quiet) == [] and len(_fit_kv_concat("fp32", quiet).time_s) == 4
+    small = concat((432, 961, 3591, 22338))
+    assert find_stalled_concat_points(small) == find_heap_concat_outliers(small) == [ImplementationKey("kv_concat",
+                                                                                                       mib // 2)]
+    table = _fit_kv_concat("fp32", small)
+    assert len(table.time_s) == 3 and table.time_s[0] == pytest.approx(961e-6)  # the slow point is left out
+    middle = concat((52, 2198, 3511, 22069))
+    assert find_heap_concat_outliers(middle) == [ImplementationKey("kv_concat", 8 * mib)]
+    # just under the factor: kept
+    typical = 3591e-6 / (24 * mib)
+    assert find_heap_concat_outliers(concat((52, (HEAP_CONCAT_STALL_FACTOR - 0.05) * typical * 8 * mib * 1e6,
+                                             3591, 22338))) == []
+    # a point whose excess is under the floor (a fixed per-call cost) is not named, nor with two heap points
+    assert find_heap_concat_outliers(concat((20, 60, 150), sizes=(0.0625, 1, 2.5))) == []
+    assert find_heap_concat_outliers(concat((432, 961, 22338), sizes=(0.5, 8, 48))) == []
+
+
 def test_the_fit_leaves_a_stalled_point_out_of_its_table():
     from rooflinesim.calibrate.fitting.fit_profile import _fit_linear
     from rooflinesim.calibrate.fitting.plan import WeightShape

@@ -34,7 +34,7 @@ from ...units import GIGA, get_dtype_bytes
 from .fit import AffineResult, RooflineFit, fit_affine, fit_roofline
 from .measurements import (
     AttentionKey, CacheKey, DecoderKey, ElementwiseKey, ImplementationKey, LinearKey, Results, SamplerKey,
-    WarmLinearKey, find_stalled_linear_points,
+    WarmLinearKey, find_heap_concat_outliers, find_stalled_linear_points,
 )
 from .plan import (
     CACHE_SHAPE, DECODER_CONTEXT, OVERHEAD_MODELS, Plan, elementwise_step_split, get_decoder_spec,
@@ -149,9 +149,13 @@ def _fit_elementwise(dtype: str, results: Results) -> dict[str, AffineFit]:
 
 def _fit_kv_concat(dtype: str, results: Results) -> CopyTable | None:
     """A concatenating KV cache (`ops.implementation_ops.kv_append_ops`): its time per point vs the size of each
-    tensor it allocates (None when not measured)."""
+    tensor it allocates (None when not measured). A point below the mmap threshold still far off the others after
+    its re-time (`measurements.find_heap_concat_outliers`) is left out: the table interpolates between its points,
+    so one slow reading priced every cache near it at its cost."""
+    outliers = set(find_heap_concat_outliers(results))
     rows = sorted((get_kv_concat_allocation_bytes(key.size, dtype), get_kv_concat_bytes(key.size, dtype),
-                   results.timing(key)) for key in results.keys_of(ImplementationKey) if key.kind == "kv_concat")
+                   results.timing(key)) for key in results.keys_of(ImplementationKey)
+                  if key.kind == "kv_concat" and key not in outliers)
     if not rows:
         return None
     return CopyTable(allocation_bytes=tuple(r[0] for r in rows), bytes_moved=tuple(r[1] for r in rows),

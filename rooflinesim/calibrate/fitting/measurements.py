@@ -175,9 +175,36 @@ STALL_CHECK_MAX_M = 16
 CONCAT_STALL_FACTOR = 12.0
 
 
+#: a 'kv_concat' point below the threshold whose cost per byte is this many times the median of the points below
+#: it, and at least HEAP_CONCAT_STALL_MIN_S above what that median prices it at, was timed while its heap pages
+#: faulted or sat in a slow state: per byte the heap points ran within 1.27x of their median (0.5-24 MiB) in 26 of
+#: 30 points of ten quiet --quick runs on the 2-core Intel Xeon VM, where the other four read 1.9-9.5x it (0.5 MiB
+#: at 225-741 us against 50-68 us; 8 MiB at 2.2 ms against 0.94-1.2 ms, in every call of one run), and those
+#: profiles priced transformers' steps up to 26 % slow (per-model signed medians). The excess floor keeps a point
+#: whose fixed per-call cost is a large part of it (a slow CPU's dispatch, a GPU's launch) from being named.
+HEAP_CONCAT_STALL_FACTOR = 1.6
+HEAP_CONCAT_STALL_MIN_S = 100e-6
+
+
+def find_heap_concat_outliers(results: Results) -> list[ImplementationKey]:
+    """The 'kv_concat' points below the mmap threshold whose time is more than HEAP_CONCAT_STALL_FACTOR times, and
+    HEAP_CONCAT_STALL_MIN_S more than, what the median cost per byte of those points prices them at (with at least
+    three of them; none otherwise)."""
+    from ...specs.measured import FRESH_ALLOCATION_BYTES
+
+    heap = [(key.size, results.timing(key).estimate_s, key) for key in results.keys_of(ImplementationKey)
+            if key.kind == "kv_concat" and key.size < FRESH_ALLOCATION_BYTES]
+    if len(heap) < 3:
+        return []
+    typical = statistics.median(t / size for size, t, _ in heap)
+    return [key for size, t, key in sorted(heap, key=lambda x: x[0])
+            if t > HEAP_CONCAT_STALL_FACTOR * typical * size and t - typical * size > HEAP_CONCAT_STALL_MIN_S]
+
+
 def find_stalled_concat_points(results: Results) -> list[ImplementationKey]:
     """The 'kv_concat' points from the mmap threshold up whose time per byte is more than CONCAT_STALL_FACTOR times
-    that of the largest point below it (none without such a point)."""
+    that of the largest point below it (none without such a point), and the outliers below it
+    (`find_heap_concat_outliers`)."""
     from ...specs.measured import FRESH_ALLOCATION_BYTES
 
     points = sorted((key.size, results.timing(key).estimate_s / key.size, key)
@@ -185,8 +212,9 @@ def find_stalled_concat_points(results: Results) -> list[ImplementationKey]:
     heap = [rate for size, rate, _ in points if size < FRESH_ALLOCATION_BYTES]
     if not heap:
         return []
-    return [key for size, rate, key in points
-            if size >= FRESH_ALLOCATION_BYTES and rate > CONCAT_STALL_FACTOR * heap[-1]]
+    return [*find_heap_concat_outliers(results),
+            *(key for size, rate, key in points
+              if size >= FRESH_ALLOCATION_BYTES and rate > CONCAT_STALL_FACTOR * heap[-1])]
 
 
 def find_stalled_points(results: Results) -> list[MeasurementKey]:

@@ -51,15 +51,17 @@ class BenchContext:
             self._decoders[name] = M.build_decoder(get_decoder_spec(name), self.torch_dtype, self.torch_device)
         return self._decoders[name]
 
-    def time(self, fn: Callable[[], object], scale: float = 1.0, before: Callable[[], object] | None = None) -> Timing:
+    def time(self, fn: Callable[[], object], scale: float = 1.0, before: Callable[[], object] | None = None,
+             min_calls: int = 0) -> Timing:
         """Time `fn` with the plan's call count and minimum time (the latter times `scale`; `before` runs untimed
-        ahead of each call, see `Timer.time`); in a hurry, 3 calls."""
+        ahead of each call, see `Timer.time`); in a hurry, 3 calls. `min_calls`: at least this many, hurried or
+        not (a cheap call whose readings are bimodal)."""
         p = self.plan
         if self.hurry:
-            return self.timer.time(fn, min_calls=HURRY_CALLS, min_time_s=0.0, max_calls=HURRY_CALLS, warmup_s=0.0,
-                                   before=before)
-        return self.timer.time(fn, min_calls=p.min_calls, min_time_s=p.min_time_s * scale, max_calls=400,
-                               warmup_s=0.002 if p.quick else 0.01, before=before)
+            calls = max(HURRY_CALLS, min_calls)
+            return self.timer.time(fn, min_calls=calls, min_time_s=0.0, max_calls=calls, warmup_s=0.0, before=before)
+        return self.timer.time(fn, min_calls=max(p.min_calls, min_calls), min_time_s=p.min_time_s * scale,
+                               max_calls=400, warmup_s=0.002 if p.quick else 0.01, before=before)
 
     def pool(self) -> torch.Tensor:
         """One flat buffer of `rotate_bytes` that every cold-weight benchmark carves its weights from: rotating over

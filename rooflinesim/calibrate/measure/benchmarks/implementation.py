@@ -23,7 +23,7 @@ import torch
 
 from ....units import MIB
 from ...fitting.measurements import ImplementationKey
-from ...fitting.plan import KV_CONCAT_HEAD_DIM as HEAD_DIM, KV_CONCAT_HEADS as KV_HEADS, \
+from ...fitting.plan import HEAP_CONCAT_CALLS, KV_CONCAT_HEAD_DIM as HEAD_DIM, KV_CONCAT_HEADS as KV_HEADS, \
     get_kv_concat_allocation_bytes, get_kv_concat_positions
 from ....specs.measured import FRESH_ALLOCATION_BYTES
 from ..timers import default_process_heap
@@ -67,18 +67,23 @@ def _time_concat(ctx: BenchContext, size_bytes: int):
 
     # under the allocator limits of a user's process, where transformers runs (`default_process_heap`)
     with default_process_heap():
-        if get_kv_concat_allocation_bytes(size_bytes, ctx.dtype) >= FRESH_ALLOCATION_BYTES:
-            # From the mmap threshold up every call maps its new tensors afresh. On a VM whose guest hands freed
-            # memory back to the host (virtio-balloon free page reporting), a page the guest has not used lately
-            # faults through the host: on the 2-core Intel Xeon VM, allocating and filling 4-8 GiB ran at 1.2 GB/s,
-            # 2 GiB right after freeing as much at 5.7 GB/s. A point's first calls map such pages (its copies were
-            # just allocated), and reach pages their predecessors freed only after one turn over the copies: a
-            # 48 MiB point over 10 copies read 1.4-1.5 GB/s for 9-10 calls, then 10 GB/s, more calls
-            # than a quick run times. A model's steps map the pages the previous step freed (transformers' cache
-            # paid 8-10 GB/s there), so one turn over the copies runs first, untimed.
-            for _ in range(copies):
-                step()
-        return ctx.time(step)
+        # A model's steps map the pages the previous step freed (transformers' cache paid 8-10 GB/s there), so one
+        # turn over the copies runs first, untimed, at every size. From the mmap threshold up every call maps its new
+        # tensors afresh; on a VM whose guest hands freed memory back to the host (virtio-balloon free page
+        # reporting), a page the guest has not used lately faults through the host: on the 2-core Intel Xeon VM,
+        # allocating and filling 4-8 GiB ran at 1.2 GB/s, 2 GiB right after freeing as much at 5.7 GB/s, and a
+        # 48 MiB point over 10 copies read 1.4-1.5 GB/s for its first turn, then 10 GB/s. Below the threshold the
+        # first calls fault too (the block starts with `malloc_trim`, which hands the heap's free pages back): in
+        # two --quick runs of five the 0.5 MiB point took 740-840 us in 7 of its 10 calls (about the fault rate),
+        # 60-68 us in the others and in every call of the other runs, and those two profiles priced transformers'
+        # steps 12-21 % slow
+        for _ in range(copies):
+            step()
+        # below the threshold some heap states stay bimodal after the turn (800-925 us in 2 of 3 calls of a hurried
+        # --quick run, 70 us in the third): enough calls that the faster half (`Timing.estimate_s`) is the state a
+        # model's steps reach, which is cheap at these sizes
+        heap = get_kv_concat_allocation_bytes(size_bytes, ctx.dtype) < FRESH_ALLOCATION_BYTES
+        return ctx.time(step, min_calls=HEAP_CONCAT_CALLS if heap else 0)
 
 
 def _time_dispatch(ctx: BenchContext, calls: int):
