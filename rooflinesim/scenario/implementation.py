@@ -28,13 +28,17 @@ def resolve_implementation_name(implementation) -> str:
 
 
 def resolve_implementation(implementation, hw_spec: HardwareSpec, model_spec: ModelSpec, warnings: list) -> str:
-    """The implementation's name; the reference for a model with its own fitted terms (`calibrate --model`), which
-    already carry what its implementation costs beyond the reference's prices (`warnings` says so)."""
+    """The implementation's name. A model with its own fitted terms (`calibrate --model`) is priced with the
+    implementation profile its terms sit on (`ModelTerms.priced_with`: the code that ran it), whatever is asked
+    (`warnings` says so when another one was)."""
     name = resolve_implementation_name(implementation)
     terms = (hw_spec.measured.provenance.model_terms or {}) if hw_spec.measured is not None else {}
-    if name != "reference" and terms.get(model_spec.name):
-        warnings.append(f"{model_spec.name} has its own fitted terms in profile {hw_spec.measured.profile_name} "
-                        f"(calibrate --model), which carry its implementation's costs: --impl {name} is not added "
-                        "on top of them")
-        return "reference"
+    by_dtype = terms.get(model_spec.name) or {}
+    if by_dtype:
+        priced_with = next(iter(by_dtype.values())).priced_with
+        if implementation is not None and name != priced_with:
+            warnings.append(f"{model_spec.name} has its own fitted terms in profile {hw_spec.measured.profile_name} "
+                            f"(calibrate --model), which sit on the {priced_with} implementation's prices: it is "
+                            f"priced that way, not with --impl {name}")
+        return priced_with
     return name

@@ -48,13 +48,16 @@ def check_anchor_s(value):
 
 class ModelTerms(SpecModel):
     """One model's own terms fitted on top of the device profile (`calibrate --model`): its steps measured at a few
-    (batch, context, new tokens) points are priced as scale x (the device profile's price) + step_overhead_s +
-    kv_cache_s_per_byte x (the KV-cache bytes the step's attention reads). They
-    carry what the model's implementation does that the device profile's per-op prices do not (its dispatch count,
-    its cache, its kernels)."""
+    (batch, context, new tokens) points are priced as scale x (the device profile's price, with the implementation
+    profile `priced_with`) + step_overhead_s + kv_cache_s_per_byte x (the KV-cache bytes the step's attention reads).
+    They carry what the model and its implementation do that the device profile's prices do not."""
 
     source: str = Field(description="the config.json, checkpoint folder or model name that was timed")
     implementation: str = Field(description="the code that ran it: hf (transformers) or reference (calibrate/model.py)")
+    priced_with: str = Field(
+        "reference", description="the implementation profile (`implementations/`) whose prices the terms sit on: the "
+                                 "one of the code that ran it since 2026-12-03; terms fitted before then sit on the "
+                                 "reference decoder's prices")
     scale: float = Field(ge=0.2, le=5.0)
     step_overhead_s: float = Field(ge=0)
     kv_cache_s_per_byte: float = Field(
