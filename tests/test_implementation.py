@@ -232,6 +232,11 @@ def test_the_fresh_page_rate_is_the_fastest_paid_one_not_a_slow_fault_state_nor_
     warm_served = _concat_table((24, 40, 64, 96), (29.4, 26.8, 8.7, 9.0))
     assert warm_served.get_seconds_per_byte(48 * mib) == pytest.approx(1 / 9.0e9)
     assert warm_served.get_fresh_seconds_per_byte() == pytest.approx(1 / 9.0e9)
+    # regression (the 10:17 full calibration of 2026-12-03): 48 MiB partly warm at 18.9 GB/s, 1.58x the heap's cost
+    # per byte, was taken as paid under a factor of 1.5 and priced that step 44 % low
+    partly_warm = _concat_table((24, 48, 64, 96), (30.0, 18.9, 9.0, 8.9))
+    assert partly_warm.get_fresh_seconds_per_byte() == pytest.approx(1 / 9.0e9)
+    assert _concat_table((24, 48), (26.5, 9.1)).get_fresh_seconds_per_byte() == pytest.approx(1 / 9.1e9)  # 2.9x: paid
     all_warm = _concat_table((24, 48), (29.4, 25.0))  # no paid reading: the slowest one there
     assert all_warm.get_seconds_per_byte(48 * mib) == pytest.approx(1 / 25e9)
     # priced through a step: the op's time is its bytes at that rate

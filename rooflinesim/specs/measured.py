@@ -169,9 +169,12 @@ class CacheReuse(SpecModel):
 #: threshold settles at once it has freed such chunks: an allocation from this size up is mapped afresh
 FRESH_ALLOCATION_BYTES = 32 * MIB
 #: a point from the threshold up that cost less than this many times the largest point below it per byte was served
-#: warm by a free heap block the benchmark process had left (27 GB/s at 40 MiB against 29 GB/s at 24 MiB and 9-10 GB/s
-#: at 64-96 MiB in one full calibration on the 2-core Intel Xeon VM), which a model's step does not find
-WARM_SERVED_FACTOR = 1.5
+#: warm, in full or in part, by free heap blocks the benchmark process had left, which a model's step does not find.
+#: Over the 39 fp32 profiles of the 2-core Intel Xeon VM of 2026-12-03, a fresh point cost 0.99-1.77x the largest
+#: heap point per byte (warm or partly warm: 40 MiB at 27 GB/s beside 32 GB/s at 24 MiB), 2.73-3.89x (paid, the
+#: 8-10 GB/s transformers' cache paid) or 8-21x (a slow fault state); at 1.5 a partly warm 48 MiB point (1.58x, 19
+#: GB/s) set the rate of a full profile, which priced hf-llama-94m at batch 16 and context 4096 44 % low
+WARM_SERVED_FACTOR = 2.2
 
 
 class CopyTable(SpecModel):
