@@ -323,3 +323,64 @@ print(json.dumps(dict(peak=fitted.peak_flops_per_s, overhead=fitted.linear_overh
     assert len(fitted["elementwise"]) == 6 and fitted["cache"] and not fitted["torch"]
 
 
+
+
+def test_tiny_decoders_shapes_get_exact_only_tables_outside_the_roofline_and_the_blend():
+    """Regression (bf16, 2-core Intel Xeon VM with AMX): the tiny decoders' 64-wide linears were priced from the
+    generic shapes, each at the fitted 24 us per-call intercept where a 64 x 64 call takes 3 us; their ops came to
+    more than their whole measured step and the per-layer dispatch cost fitted 0 (HF hold-out 15-22 % low, quick).
+    Their own shapes are now timed at M 1-8 and priced from their own tables only."""
+    from types import SimpleNamespace
+
+    from rooflinesim.calibrate.fitting.budget import get_level_plan
+    from rooflinesim.calibrate.fitting.fit_profile import _fit_linear
+    from rooflinesim.calibrate.fitting.measurements import LinearKey, Results, Timing
+    from rooflinesim.calibrate.fitting.plan import (
+        OVERHEAD_LINEAR_SHAPES, OVERHEAD_M_GRID, OVERHEAD_MODELS, WeightShape, get_decoder_spec,
+        get_linear_weight_shapes)
+    from rooflinesim.timing.linear_tables import LinearModel, get_shape_loo_error
+
+    tiny = {tuple(s) for s in OVERHEAD_LINEAR_SHAPES}
+    assert all(get_linear_weight_shapes(get_decoder_spec(name)) == tiny for name in OVERHEAD_MODELS)
+    cpu = SimpleNamespace(is_cuda=False)
+    for level in ("full", "medium", "steady", "quick"):
+        keys = {(k.in_features, k.out_features, k.m) for k in get_level_plan(level, ("fp32",), cpu).linear_keys()}
+        assert {(k, n, m) for k, n in tiny for m in OVERHEAD_M_GRID} <= keys, level
+    assert not get_level_plan("minimal", ("fp32",), cpu).overhead_shapes
+
+    generic = (WeightShape(384, 384), WeightShape(1536, 1536), WeightShape(384, 24576))
+    results = Results()
+    for k, n in generic:
+        for m in (1, 4, 16, 64, 256):
+            t = max(2.0 * m * k * n / P_TRUE, k * n * 4.0 / BW_TRUE) + 24e-6
+            results.add(LinearKey(k, n, m), Timing((t,) * 3))
+    plain = SimpleNamespace(all_linear_shapes=generic, overhead_shapes=())
+    with_tiny = SimpleNamespace(all_linear_shapes=generic, overhead_shapes=OVERHEAD_LINEAR_SHAPES)
+    _, roof_before, _ = _fit_linear("fp32", results, plain, BW_TRUE)
+    for k, n in OVERHEAD_LINEAR_SHAPES:
+        for m in OVERHEAD_M_GRID:
+            results.add(LinearKey(k, n, m), Timing((3e-6,) * 3))
+    tables, roof, _ = _fit_linear("fp32", results, with_tiny, BW_TRUE)
+    assert (roof.peak_flops_per_s, roof.overhead_s) == pytest.approx((roof_before.peak_flops_per_s,
+                                                                      roof_before.overhead_s))
+    assert [t.exact_only for t in tables] == [False] * 3 + [True] * len(OVERHEAD_LINEAR_SHAPES)
+    model = LinearModel.from_tables(tables, roof.peak_flops_per_s, roof.bandwidth_bytes_per_s, roof.overhead_s, 4.0)
+    without = LinearModel.from_tables(tables[:3], roof.peak_flops_per_s, roof.bandwidth_bytes_per_s,
+                                      roof.overhead_s, 4.0)
+    assert float(model.time_s(1, 64, 64)) == pytest.approx(3e-6)  # its own table
+    assert float(without.time_s(1, 64, 64)) > 20e-6  # what the generic shapes gave it
+    for k, n in ((96, 96), (128, 128), (768, 2048)):  # no other shape's price moves
+        assert float(model.time_s(4, k, n)) == pytest.approx(float(without.time_s(4, k, n)))
+    assert get_shape_loo_error(model) == pytest.approx(get_shape_loo_error(without))
+
+
+def test_merged_profiles_keep_a_table_exact_only():
+    from rooflinesim.calibrate.fitting.merge import _merge_tables
+    from rooflinesim.specs.measured import LinearTable
+
+    profile = make_profile().measured.dtypes["fp32"]
+    tiny = LinearTable(in_features=64, out_features=64, m=(1, 4), time_s=(3e-6, 4e-6), spread=(0.0, 0.0),
+                       exact_only=True)
+    one = profile.model_copy(update={"linear": profile.linear + (tiny,)})
+    merged = {(t.in_features, t.out_features): t.exact_only for t in _merge_tables([one, one])}
+    assert merged[(64, 64)] is True and not any(v for shape, v in merged.items() if shape != (64, 64))

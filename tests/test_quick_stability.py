@@ -362,7 +362,7 @@ def test_the_fit_leaves_a_stalled_point_out_of_its_table():
     from rooflinesim.calibrate.fitting.fit_profile import _fit_linear
     from rooflinesim.calibrate.fitting.plan import WeightShape
 
-    plan = types.SimpleNamespace(all_linear_shapes=(WeightShape(384, 384), WeightShape(1536, 4096)))
+    plan = types.SimpleNamespace(all_linear_shapes=(WeightShape(384, 384), WeightShape(1536, 4096)), overhead_shapes=())
     tables, _, _ = _fit_linear("fp32", _linear_results({(0, 12): 250.0}), plan, 20e9)
     assert 12 not in tables[0].m and 8 in tables[0].m and 12 in tables[1].m
 

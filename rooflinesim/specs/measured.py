@@ -123,6 +123,8 @@ class LinearTable(SpecModel):
     m: IntTuple
     time_s: FloatTuple
     spread: FloatTuple
+    exact_only: bool = Field(False, description="priced for its own weight shape only, never blended into other "
+                                                "shapes' prices nor in the roofline fit (the tiny decoders' shapes)")
 
     @model_validator(mode="after")
     def _check(self) -> "LinearTable":

@@ -26,11 +26,12 @@ class _Table:
     n: int
     log_m: np.ndarray
     log_t: np.ndarray
+    exact_only: bool = False  # priced for its own shape only (`LinearTable.exact_only`)
 
     @classmethod
     def from_spec(cls, table: LinearTable) -> "_Table":
         return cls(table.in_features, table.out_features, np.log(np.asarray(table.m, dtype=float)),
-                   np.log(np.asarray(table.time_s, dtype=float)))
+                   np.log(np.asarray(table.time_s, dtype=float)), table.exact_only)
 
     def time_s(self, m, row_s: float) -> np.ndarray:
         """Log-log interpolation in M; constant below the first M. Above the last measured M every further row adds
@@ -94,11 +95,14 @@ class LinearModel:
         for t in self.tables:  # a calibrated shape is priced from its own table, not blended with its neighbours
             if (t.k, t.n) == (k, n):
                 return t.time_s(m, self.get_row_s(k, n)) * np.ones_like(base)
-        w = self.get_shape_weights(k, n)
+        blended = [not t.exact_only for t in self.tables]
+        if not any(blended):
+            return base
+        w = self.get_shape_weights(k, n)[blended]
         if w.sum() < 1e-12:  # far from every calibrated shape: fall back to the nearest one's ratio
             w = (w == w.max()).astype(float)
         log_ratios = [np.log(t.time_s(m, self.get_row_s(t.k, t.n))) - np.log(self.roofline_s(m, t.k, t.n))
-                      for t in self.tables]
+                      for t, b in zip(self.tables, blended) if b]
         ratio = sum(wi * lr for wi, lr in zip(w, log_ratios)) / w.sum()
         return base * np.exp(ratio)
 
@@ -107,8 +111,10 @@ def get_shape_loo_error(linear: LinearModel) -> float:
     """Median |relative error| of each calibrated shape's table predicted from the other shapes alone (leave one
     shape out): how well the tables price a weight shape that was not calibrated."""
     errors = []
-    for i, table in enumerate(linear.tables):
-        others = replace(linear, tables=linear.tables[:i] + linear.tables[i + 1:])
+    blended = tuple(t for t in linear.tables if not t.exact_only)
+    linear = replace(linear, tables=blended)
+    for i, table in enumerate(blended):
+        others = replace(linear, tables=blended[:i] + blended[i + 1:])
         if not others.tables:
             continue
         m = np.exp(table.log_m)

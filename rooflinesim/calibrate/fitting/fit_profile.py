@@ -84,6 +84,13 @@ def _fit_linear(dtype: str, results: Results, plan: Plan, gemv_bw: float, probe_
             times_s.append(t)
     # the analytic roofline is fitted on its two asymptotes: weight streaming (M = 1) and the compute-bound points
     # (the top quarter of FLOPs per call); the tables carry everything in between
+    for k, n in plan.overhead_shapes:  # their own prices only: out of the roofline fit and of the blend
+        rows = sorted((key.m, results.timing(key)) for key in results.keys_of(LinearKey)
+                      if (key.in_features, key.out_features) == (k, n))
+        if rows and (k, n) not in {(t.in_features, t.out_features) for t in tables}:
+            tables.append(LinearTable(in_features=k, out_features=n, m=tuple(int(m) for m, _ in rows),
+                                      time_s=tuple(float(t.estimate_s) for _, t in rows),
+                                      spread=tuple(round(float(t.spread), 4) for _, t in rows), exact_only=True))
     fl, by, ts = np.array(flops), np.array(bytes_), np.array(times_s)
     envelope = (fl / by <= 2.0 / weight_bytes * 1.01) | (fl >= np.quantile(fl, 0.75))
     bounds = (None if not probe_gemm_flops_per_s else

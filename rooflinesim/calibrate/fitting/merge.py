@@ -38,8 +38,11 @@ def _weighted(values, weights) -> float:
 
 def _merge_tables(profiles: list[DtypeProfile], field: str = "linear") -> tuple[LinearTable, ...]:
     by_shape: dict[tuple[int, int], dict[int, list[tuple[float, float]]]] = {}
+    exact_only: set[tuple[int, int]] = set()
     for prof in profiles:
         for table in getattr(prof, field):
+            if table.exact_only:
+                exact_only.add((table.in_features, table.out_features))
             rows = by_shape.setdefault((table.in_features, table.out_features), defaultdict(list))
             for m, t, s in zip(table.m, table.time_s, table.spread):
                 rows[m].append((t, s))
@@ -48,7 +51,8 @@ def _merge_tables(profiles: list[DtypeProfile], field: str = "linear") -> tuple[
         ms = sorted(rows)
         tables.append(LinearTable(in_features=k, out_features=n, m=tuple(ms),
                                   time_s=tuple(float(np.median([t for t, _ in rows[m]])) for m in ms),
-                                  spread=tuple(round(float(np.median([s for _, s in rows[m]])), 4) for m in ms)))
+                                  spread=tuple(round(float(np.median([s for _, s in rows[m]])), 4) for m in ms),
+                                  exact_only=(k, n) in exact_only))
     return tuple(tables)
 
 

@@ -18,9 +18,14 @@ def linear_jobs(ctx: BenchContext) -> list[Job]:
     return [Job(key, _linear_runner(ctx, key.in_features, key.out_features, key.m)) for key in ctx.plan.linear_keys()]
 
 
+#: views a linear point rotates over at most: every generic shape's pool holds fewer, while the tiny decoders'
+#: 8-32 KB weights would take 16-65 k views of the pool, whose building cost more than timing them
+MAX_LINEAR_COPIES = 4096
+
+
 def _linear_runner(ctx: BenchContext, k: int, n: int, m: int):
     def run():
-        weights = ctx.rotating_weights(k, n)
+        weights = ctx.rotating_weights(k, n, MAX_LINEAR_COPIES * k * n * ctx.bytes)
         x = torch.randn(m, k, device=ctx.torch_device, dtype=ctx.torch_dtype)
         it = itertools.cycle(weights)
         return ctx.time(lambda: F.linear(x, next(it)))
