@@ -152,3 +152,25 @@ def test_cache_reuse_points_time_whole_passes_over_their_working_set(monkeypatch
     assert len(timing.samples) == get_cache_passes(4) == 3
     assert len(calls) == 4 * (1 + 3)  # one untimed pass, then the timed ones, each over every weight
     assert get_cache_passes(1) == 10 and get_cache_passes(32) == 3
+
+
+def test_only_the_tiny_decoders_shapes_rotate_over_fewer_views_than_the_whole_pool():
+    """The generic shapes' points rotate over the whole cold pool (a cap of 4096 views would leave a 384 x 96 bf16
+    weight a 300 MB working set, under a 480 MiB L3); the tiny decoders' 8-32 KB weights over at most 4096."""
+    torch = pytest.importorskip("torch")
+    from types import SimpleNamespace
+
+    from rooflinesim.calibrate.fitting.plan import OVERHEAD_LINEAR_SHAPES
+    from rooflinesim.calibrate.measure.benchmarks import linear as L
+
+    asked = []
+
+    def rotating_weights(k, n, working_set_bytes=None):
+        asked.append(working_set_bytes)
+        return [torch.zeros(n, k)]
+
+    ctx = SimpleNamespace(rotating_weights=rotating_weights, bytes=2, torch_device=torch.device("cpu"),
+                          torch_dtype=torch.float32, plan=SimpleNamespace(overhead_shapes=OVERHEAD_LINEAR_SHAPES),
+                          time=lambda fn: (fn(), "timed")[1])
+    assert L._linear_runner(ctx, 384, 96, 1)() == "timed" and asked[-1] is None
+    assert L._linear_runner(ctx, 64, 64, 1)() == "timed" and asked[-1] == L.MAX_OVERHEAD_SHAPE_COPIES * 64 * 64 * 2

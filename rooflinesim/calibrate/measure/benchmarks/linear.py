@@ -18,14 +18,16 @@ def linear_jobs(ctx: BenchContext) -> list[Job]:
     return [Job(key, _linear_runner(ctx, key.in_features, key.out_features, key.m)) for key in ctx.plan.linear_keys()]
 
 
-#: views a linear point rotates over at most: every generic shape's pool holds fewer, while the tiny decoders'
-#: 8-32 KB weights would take 16-65 k views of the pool, whose building cost more than timing them
-MAX_LINEAR_COPIES = 4096
+#: views a point of the tiny decoders' shapes rotates over at most: their 8-32 KB weights would take 16-65 k views of
+#: the pool, whose building cost more than timing them, and those decoders run from the caches anyway. The generic
+#: shapes rotate over the whole pool, cold
+MAX_OVERHEAD_SHAPE_COPIES = 4096
 
 
 def _linear_runner(ctx: BenchContext, k: int, n: int, m: int):
     def run():
-        weights = ctx.rotating_weights(k, n, MAX_LINEAR_COPIES * k * n * ctx.bytes)
+        tiny = (k, n) in {tuple(s) for s in ctx.plan.overhead_shapes}
+        weights = ctx.rotating_weights(k, n, MAX_OVERHEAD_SHAPE_COPIES * k * n * ctx.bytes if tiny else None)
         x = torch.randn(m, k, device=ctx.torch_device, dtype=ctx.torch_dtype)
         it = itertools.cycle(weights)
         return ctx.time(lambda: F.linear(x, next(it)))
