@@ -203,18 +203,22 @@ def find_heap_concat_outliers(results: Results) -> list[ImplementationKey]:
 
 def find_stalled_concat_points(results: Results) -> list[ImplementationKey]:
     """The 'kv_concat' points from the mmap threshold up whose time per byte is more than CONCAT_STALL_FACTOR times
-    that of the largest point below it (none without such a point), and the outliers below it
-    (`find_heap_concat_outliers`)."""
-    from ...specs.measured import FRESH_ALLOCATION_BYTES
+    that of the largest point below it (none without such a point); all of them when none cost at least
+    `specs.measured.WARM_SERVED_FACTOR` times it (every one served warm: the profile would price fresh pages at a
+    warm block's rate); and the outliers below it (`find_heap_concat_outliers`)."""
+    from ...specs.measured import FRESH_ALLOCATION_BYTES, WARM_SERVED_FACTOR
 
     points = sorted((key.size, results.timing(key).estimate_s / key.size, key)
                     for key in results.keys_of(ImplementationKey) if key.kind == "kv_concat")
     heap = [rate for size, rate, _ in points if size < FRESH_ALLOCATION_BYTES]
     if not heap:
         return []
+    fresh = [(rate, key) for size, rate, key in points if size >= FRESH_ALLOCATION_BYTES]
+    # a quick run has one point there: read 3x faster than paid pages in one of two quick runs at 11:07 (7.4 ms
+    # against 22-23 ms for 48 MiB, 2-core Intel Xeon VM), which priced every cache above 32 MiB at the heap's rate
+    all_warm = bool(fresh) and all(rate < WARM_SERVED_FACTOR * heap[-1] for rate, _ in fresh)
     return [*find_heap_concat_outliers(results),
-            *(key for size, rate, key in points
-              if size >= FRESH_ALLOCATION_BYTES and rate > CONCAT_STALL_FACTOR * heap[-1])]
+            *(key for rate, key in fresh if all_warm or rate > CONCAT_STALL_FACTOR * heap[-1])]
 
 
 def find_stalled_points(results: Results) -> list[MeasurementKey]:
