@@ -165,7 +165,7 @@ def _get_generic_level_plan(level: str, dtypes, device) -> Plan:
                        elementwise_tokens=MINIMAL_ELEMENTWISE_TOKENS, elementwise_specs=ELEMENTWISE_SPECS[:1],
                        block_models=MINIMAL_BLOCK_MODELS, block_tokens=(StepTokens(1, 1),),
                        cache_working_sets=MINIMAL_CACHE_WORKING_SETS, kv_concat_bytes=QUICK_KV_CONCAT_BYTES[:2],
-                       overhead_shapes=())  # the last rung of a device too slow for the quick plan: the least
+                       overhead_shapes=())  # a device too slow for the quick plan: not even the tiny shapes
     raise ValueError(f"unknown calibration level {level!r}; one of {', '.join(LEVELS)}")
 
 
