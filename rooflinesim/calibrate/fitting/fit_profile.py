@@ -59,6 +59,18 @@ def _as_affine_fit(result: AffineResult) -> AffineFit:
 PEAK_PRIOR_FACTOR = 2.0
 
 
+def _linear_table(results: Results, k: int, n: int, leave_out=frozenset(), exact_only: bool = False
+                  ) -> LinearTable | None:
+    """The measured (K, N) points as a table vs M, `leave_out` keys left out (None: no point)."""
+    rows = sorted((key.m, results.timing(key)) for key in results.keys_of(LinearKey)
+                  if (key.in_features, key.out_features) == (k, n) and key not in leave_out)
+    if not rows:
+        return None
+    return LinearTable(in_features=k, out_features=n, m=tuple(int(m) for m, _ in rows),
+                       time_s=tuple(float(t.estimate_s) for _, t in rows),
+                       spread=tuple(round(float(t.spread), 4) for _, t in rows), exact_only=exact_only)
+
+
 def _fit_linear(dtype: str, results: Results, plan: Plan, gemv_bw: float, probe_gemm_flops_per_s: float | None = None
                 ) -> tuple[tuple[LinearTable, ...], RooflineFit, float]:
     """The per-shape tables (in plan order), the roofline fitted on their asymptotes (its peak within
@@ -68,29 +80,21 @@ def _fit_linear(dtype: str, results: Results, plan: Plan, gemv_bw: float, probe_
     tables = []
     flops, bytes_, times_s = [], [], []
     stalled = set(find_stalled_linear_points(results))  # still stalled after re-timing: the table interpolates
-    for shape in plan.all_linear_shapes:
-        k, n = shape
-        rows = sorted((key.m, results.timing(key)) for key in results.keys_of(LinearKey)
-                      if (key.in_features, key.out_features) == (k, n) and key not in stalled)
-        if not rows:
+    for k, n in plan.all_linear_shapes:
+        table = _linear_table(results, k, n, stalled)
+        if table is None:
             continue
-        ms = tuple(int(m) for m, _ in rows)
-        times = tuple(float(t.estimate_s) for _, t in rows)
-        tables.append(LinearTable(in_features=k, out_features=n, m=ms, time_s=times,
-                                  spread=tuple(round(float(t.spread), 4) for _, t in rows)))
-        for m, t in zip(ms, times):
+        tables.append(table)
+        for m, t in zip(table.m, table.time_s):
             flops.append(2.0 * m * k * n)
             bytes_.append(k * n * weight_bytes + m * (k + n) * weight_bytes)
             times_s.append(t)
+    for k, n in plan.overhead_shapes:  # their own prices only: out of the roofline fit and of the blend
+        table = _linear_table(results, k, n, exact_only=True)
+        if table is not None and (k, n) not in {(t.in_features, t.out_features) for t in tables}:
+            tables.append(table)
     # the analytic roofline is fitted on its two asymptotes: weight streaming (M = 1) and the compute-bound points
     # (the top quarter of FLOPs per call); the tables carry everything in between
-    for k, n in plan.overhead_shapes:  # their own prices only: out of the roofline fit and of the blend
-        rows = sorted((key.m, results.timing(key)) for key in results.keys_of(LinearKey)
-                      if (key.in_features, key.out_features) == (k, n))
-        if rows and (k, n) not in {(t.in_features, t.out_features) for t in tables}:
-            tables.append(LinearTable(in_features=k, out_features=n, m=tuple(int(m) for m, _ in rows),
-                                      time_s=tuple(float(t.estimate_s) for _, t in rows),
-                                      spread=tuple(round(float(t.spread), 4) for _, t in rows), exact_only=True))
     fl, by, ts = np.array(flops), np.array(bytes_), np.array(times_s)
     envelope = (fl / by <= 2.0 / weight_bytes * 1.01) | (fl >= np.quantile(fl, 0.75))
     bounds = (None if not probe_gemm_flops_per_s else
