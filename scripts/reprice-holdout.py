@@ -2,9 +2,10 @@
 """Price the measured steps of a `validate --family` report with other profiles (no measuring): the spread of the
 hold-out error over several calibrations, with the measurements held fixed.
 
-    python scripts/reprice-holdout.py [--per-model] REPORT.json q1.yaml q2.yaml q3.yaml
+    python scripts/reprice-holdout.py [--per-model] [--rows] REPORT.json q1.yaml q2.yaml q3.yaml
 
-`--per-model` adds each model's median / p90 (and signed median) under its family's line.
+`--per-model` adds each model's median / p90 (and signed median) under its family's line; `--rows` adds every
+row's measured and priced times and signed error.
 
 Models are found by name among the HF hold-outs, the gpt-fast-style ones and the project's family (seed 0); rows of
 `calibrate --model` models are skipped. The hf and gptfast rows are priced twice: as if the reference decoder ran
@@ -48,8 +49,9 @@ def _summary(errors) -> str:
 
 
 def main() -> int:
-    args = [a for a in sys.argv[1:] if a != "--per-model"]
-    per_model = len(args) < len(sys.argv) - 1
+    flags = {a for a in sys.argv[1:] if a in ("--per-model", "--rows")}
+    args = [a for a in sys.argv[1:] if a not in flags]
+    per_model, per_row = "--per-model" in flags, "--rows" in flags
     if len(args) < 2:
         print(__doc__, file=sys.stderr)
         return 2
@@ -72,6 +74,9 @@ def main() -> int:
                     priced["predicted_s"] / row["measured_s"] - 1)
             priced = price_row(hw, hw, spec, dtype, row["batch"], row["context_tokens"], impl)
             error = priced["predicted_s"] / row["measured_s"] - 1
+            if per_row:
+                print(f"    {row['model']:22s} batch {row['batch']:<3d} context {row['context_tokens']:<5d} measured "
+                      f"{row['measured_s'] * 1e3:8.2f} ms, priced {priced['predicted_s'] * 1e3:8.2f} ms, {error:+.1%}")
             errors.setdefault(row["family"], []).append(error)
             by_model.setdefault(row["family"], {}).setdefault(row["model"], []).append(error)
         print(f"{path}: " + ", ".join(f"{f} {_summary(e)}" for f, e in errors.items()))

@@ -274,8 +274,8 @@ def test_every_concat_point_turns_over_its_copies_once_before_it_is_timed(monkey
         cats.clear()
         assert I._time_concat(ctx, size) == "timed"
         assert seen["untimed_cats"] == 2 * copies  # keys and values per step
-        # below the threshold, enough calls that a bimodal heap state still leaves a faster half to read
-        assert seen["min_calls"] == (0 if size >= 32 * mib else I.HEAP_CONCAT_CALLS)
+        # on both sides of the threshold, enough calls that a bimodal state still leaves a faster half to read
+        assert seen["min_calls"] == I.CONCAT_CALLS
 
 
 def _concat_table(sizes_mib, gb_per_s):

@@ -30,7 +30,7 @@ from .measurements import (
     WarmLinearKey,
 )
 from .plan import (
-    ALWAYS_MEASURED_M, CACHE_SHAPE, DECODER_CONTEXT, ELEMENTWISE_SPECS, HEAP_CONCAT_CALLS, OVERHEAD_MODELS,
+    ALWAYS_MEASURED_M, CACHE_SHAPE, DECODER_CONTEXT, ELEMENTWISE_SPECS, CONCAT_CALLS, OVERHEAD_MODELS,
     OVERHEAD_TOKENS, QUICK_CACHE_WORKING_SETS, QUICK_KV_CONCAT_BYTES, WARM_WORKING_SET_BYTES, AttentionGrid,
     AttentionHeads, Plan, StepTokens, WeightShape,
     elementwise_step_split, get_cache_passes, get_decoder_spec, get_kv_concat_allocation_bytes,
@@ -245,7 +245,7 @@ def estimate_key_s(key: MeasurementKey, plan: Plan, speed: DeviceSpeed) -> float
         call = 4 * key.size / speed.gemv_bandwidth_bytes_per_s + (pages if fresh else 0.0)
         # one untimed turn over the copies first (`benchmarks.implementation._time_concat`)
         turn = math.ceil(max(2 * key.size, 64 * MIB) / (2 * key.size)) * call
-        return JOB_SETUP_S + fill + turn + _timed_s(call, plan, min_calls=None if fresh else HEAP_CONCAT_CALLS)
+        return JOB_SETUP_S + fill + turn + _timed_s(call, plan, min_calls=CONCAT_CALLS)
     if isinstance(key, SamplerKey):  # float64 probabilities, a few passes over them and ~20 small calls
         rows = key.batch * (key.positions + 1)
         call = 6 * rows * key.vocab * 8 / speed.gemv_bandwidth_bytes_per_s + 20 * speed.call_overhead_s

@@ -131,9 +131,10 @@ SAMPLER_POINTS = tuple(("sample", b, q, v) for b, q, v in ((1, 1, 32), (16, 1, 3
 KV_CONCAT_BYTES = tuple(int(x * MIB) for x in (0.5, 2, 8, 16, 24, 48, 64, 96))
 QUICK_KV_CONCAT_BYTES = tuple(int(x * MIB) for x in (0.5, 8, 24, 48))
 TINY_KV_CONCAT_BYTES = tuple(int(x * MIB) for x in (0.5, 8))
-#: a 'kv_concat' point below the mmap threshold times at least this many calls, hurried or not: some heap states
-#: leave its readings bimodal (`benchmarks.implementation._time_concat`)
-HEAP_CONCAT_CALLS = 12
+#: a 'kv_concat' point times at least this many calls, hurried or not: below the mmap threshold some heap states
+#: leave its readings bimodal, above it some calls fault pages the host has taken back
+#: (`benchmarks.implementation._time_concat`)
+CONCAT_CALLS = 12
 DISPATCH_CALLS = (64, 512)
 #: the concatenated cache's layout: [batch 1, KV_CONCAT_HEADS, positions, KV_CONCAT_HEAD_DIM]
 KV_CONCAT_HEADS, KV_CONCAT_HEAD_DIM = 4, 64

@@ -23,9 +23,8 @@ import torch
 
 from ....units import MIB
 from ...fitting.measurements import ImplementationKey
-from ...fitting.plan import HEAP_CONCAT_CALLS, KV_CONCAT_HEAD_DIM as HEAD_DIM, KV_CONCAT_HEADS as KV_HEADS, \
-    get_kv_concat_allocation_bytes, get_kv_concat_positions
-from ....specs.measured import FRESH_ALLOCATION_BYTES
+from ...fitting.plan import CONCAT_CALLS, KV_CONCAT_HEAD_DIM as HEAD_DIM, KV_CONCAT_HEADS as KV_HEADS, \
+    get_kv_concat_positions
 from ..timers import default_process_heap
 from .base import BenchContext, Job
 
@@ -79,11 +78,12 @@ def _time_concat(ctx: BenchContext, size_bytes: int):
         # steps 12-21 % slow
         for _ in range(copies):
             step()
-        # below the threshold some heap states stay bimodal after the turn (800-925 us in 2 of 3 calls of a hurried
-        # --quick run, 70 us in the third): enough calls that the faster half (`Timing.estimate_s`) is the state a
-        # model's steps reach, which is cheap at these sizes
-        heap = get_kv_concat_allocation_bytes(size_bytes, ctx.dtype) < FRESH_ALLOCATION_BYTES
-        return ctx.time(step, min_calls=HEAP_CONCAT_CALLS if heap else 0)
+        # Some states stay bimodal after the turn. Below the threshold: 800-925 us in 2 of 3 calls of a hurried
+        # --quick run, 70 us in the third. Above it, pages the host has taken back fault slowly in runs of calls:
+        # with 3 calls, the quick plans' 48 MiB point read 2.5-7.8 GB/s in 15 of 36 runs against the 8-10 GB/s that
+        # transformers' steps pay; with 12, 8.5-8.7 GB/s in 3 of 3. Enough calls, then, that the faster half
+        # (`Timing.estimate_s`) is the state a model's steps reach (tenths of a second at these sizes)
+        return ctx.time(step, min_calls=CONCAT_CALLS)
 
 
 def _time_dispatch(ctx: BenchContext, calls: int):
