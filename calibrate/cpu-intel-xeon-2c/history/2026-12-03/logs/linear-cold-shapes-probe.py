@@ -1,5 +1,5 @@
 # probe: linear shapes timed cold (rotating over copies beyond the last-level cache) at M = 1-8, vs a profile's
-# cold-table price (issue 25). Run at 13:38-13:45 UTC with a 1.2 GiB pool and the shapes below, then with pools of
+# cold-table price (issue 25). Run at 13:36-13:39 UTC with a 1.2 GiB pool and the shapes below, then with pools of
 # 0.5 and 2 GiB and shapes (768, 2048), (768, 768), (1536, 1536), (576, 1664), (1216, 448), then (2 GiB) the lm_heads
 # (448, 151936), (576, 49152), (640, 32768), (384, 24576), (1536, 24576)
 import time, torch, statistics, sys
