@@ -57,6 +57,10 @@ def test_essential_configurations_are_measured_at_every_rung_and_cover_every_fam
         attention = [key for key in essential if isinstance(key, AttentionKey)]
         assert {key.query_tokens == 1 for key in attention} == {True, False}  # decode and multi-token fits
         assert len({(k.in_features, k.out_features) for k in essential if isinstance(k, LinearKey)}) >= 3
+        # one build of one mid-size decoder: the further builds are what a late run skips first
+        blocks = [k for k in essential if isinstance(k, DecoderKey) and k.name in plan.block_models]
+        assert [(k.build, k.batch, k.new_tokens) for k in blocks] == [(0, 1, 1)], level
+        assert plan.decoder_builds == (1 if level == "minimal" else 3), level
 
 
 @settings(max_examples=40, deadline=None)

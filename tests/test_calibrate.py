@@ -76,23 +76,49 @@ def test_decoder_kv_cache_rollback_matches_a_fresh_run():
     torch.testing.assert_close(rolled, expected)
 
 
-def test_calibration_builds_each_decoder_once_and_times_every_token_configuration():
-    """The decoder jobs share one built decoder per name (`BenchContext.decoder`), each timing its own batch."""
+def test_calibration_builds_each_decoder_once_per_build_and_times_every_token_configuration(monkeypatch):
+    """The decoder jobs of one build share one built decoder (`BenchContext.decoder`), each timing its own batch; a
+    mid-size decoder is built `Plan.decoder_builds` times, and each build's memory goes after its last job."""
     pytest.importorskip("torch")
     from rooflinesim.calibrate.measure.benchmarks import BenchContext
     from rooflinesim.calibrate.measure.benchmarks.decoder import decoder_jobs
-    from rooflinesim.calibrate.fitting.plan import Plan
+    from rooflinesim.calibrate.fitting.plan import Plan, StepTokens
     from rooflinesim.calibrate.measure.timers import Timer, select_device
+    from rooflinesim.calibrate.reference import model as M
 
     from dataclasses import replace
 
+    built = []
+    real_build = M.build_decoder
+    monkeypatch.setattr(M, "build_decoder", lambda spec, *a, **k: (built.append(spec.name), real_build(spec, *a, **k))[1])
     device = select_device("cpu")  # the thread count torch already uses
-    plan = replace(Plan.make(True, ("fp32",), device, tiny=True), block_models=(), min_calls=1)
+    plan = replace(Plan.make(True, ("fp32",), device, tiny=True), block_models=("block-384",),
+                   block_tokens=(StepTokens(1, 1), StepTokens(2, 1)), decoder_builds=2, min_calls=1)
     ctx = BenchContext(device, "fp32", plan, Timer(device))
     assert ctx.decoder("overhead-2l") is ctx.decoder("overhead-2l")
-    timings = [job.run() for job in decoder_jobs(ctx)]
-    assert len(timings) == 4 and all(t.estimate_s > 0 for t in timings)
-    assert set(ctx._decoders) == {"overhead-2l", "overhead-8l"}  # two token configurations each, one build
+    assert ctx.decoder("block-384", 0) is not ctx.decoder("block-384", 1)
+    ctx._decoders.clear()
+    built.clear()
+    jobs = decoder_jobs(ctx)
+    assert [job.key.build for job in jobs if job.key.name == "block-384"] == [0, 0, 1, 1]
+    timings = [job.run() for job in jobs]
+    assert len(timings) == 8 and all(t.estimate_s > 0 for t in timings)
+    # two token configurations each: one build of each tiny decoder, two of the mid-size one
+    assert sorted(built) == sorted(["overhead-2l", "overhead-8l", "block-384", "block-384"])
+    assert ctx._decoders == {}  # every build released after its last configuration
+
+
+def test_decoder_rows_are_the_median_of_their_builds():
+    """The decoder fit reads each configuration once: the median over its builds of each build's estimate."""
+    from rooflinesim.calibrate.fitting.fit_profile import get_decoder_rows
+    from rooflinesim.calibrate.fitting.measurements import DecoderKey, Results, Timing
+
+    results = Results()
+    for build, ms in enumerate((10.3, 11.5, 11.9)):
+        results.add(DecoderKey("block-1536", 1, 1, build), Timing((ms * 1e-3,) * 3))
+    results.add(DecoderKey("overhead-2l", 1, 1), Timing((4e-4, 5e-4, 4e-4)))
+    rows = get_decoder_rows(results)
+    assert rows == pytest.approx({DecoderKey("block-1536", 1, 1): 11.5e-3, DecoderKey("overhead-2l", 1, 1): 4e-4})
 
 
 def test_speculative_loop_prices_the_first_draft_step_cold_and_the_rest_warm():

@@ -110,7 +110,7 @@ def is_essential(key: MeasurementKey, plan: Plan) -> bool:
         return key.hidden == plan.elementwise_specs[0].hidden and key.tokens in MINIMAL_ELEMENTWISE_TOKENS
     if isinstance(key, DecoderKey):
         return key.name in OVERHEAD_MODELS or (key.name == plan.block_models[0] and key.batch == 1
-                                               and key.new_tokens == 1)
+                                               and key.new_tokens == 1 and key.build == 0)
     if isinstance(key, CacheKey):
         keys = plan.cache_keys()
         return key in (keys[0], keys[-1])
@@ -165,7 +165,8 @@ def _get_generic_level_plan(level: str, dtypes, device) -> Plan:
                        elementwise_tokens=MINIMAL_ELEMENTWISE_TOKENS, elementwise_specs=ELEMENTWISE_SPECS[:1],
                        block_models=MINIMAL_BLOCK_MODELS, block_tokens=(StepTokens(1, 1),),
                        cache_working_sets=MINIMAL_CACHE_WORKING_SETS, kv_concat_bytes=QUICK_KV_CONCAT_BYTES[:2],
-                       overhead_shapes=())  # a device too slow for the quick plan: not even the tiny shapes
+                       overhead_shapes=(),  # a device too slow for the quick plan: not even the tiny shapes
+                       decoder_builds=1)
     raise ValueError(f"unknown calibration level {level!r}; one of {', '.join(LEVELS)}")
 
 

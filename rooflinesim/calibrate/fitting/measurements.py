@@ -55,11 +55,13 @@ class ElementwiseKey:
 
 @dataclass(frozen=True)
 class DecoderKey:
-    """A whole synthetic decoder (`plan.DECODER_SPECS[name]`) timed as one forward pass."""
+    """A whole synthetic decoder (`plan.DECODER_SPECS[name]`) timed as one forward pass; `build`: which of its
+    fresh builds in the run (`Plan.decoder_builds`)."""
 
     name: str
     batch: int
     new_tokens: int
+    build: int = 0
 
 
 @dataclass(frozen=True)

@@ -195,6 +195,12 @@ DECODER_SPECS = {
 OVERHEAD_MODELS = ("overhead-2l", "overhead-8l")
 OVERHEAD_TOKENS = (StepTokens(1, 1), StepTokens(1, 4))
 BLOCK_MODELS = ("block-384", "block-768", "block-1536", "block-2048", "block-768-16l")
+#: each mid-size decoder is built and timed this many times, and fitted by the median of its builds: its time moves
+#: with where its weights land. On the 2-core Intel Xeon VM (fp32, 2 threads) six fresh builds of block-1536 in one
+#: process read 10.3-10.8 ms at batch 1 in one and 11.4-12.5 ms in the others, steady within each, and one quick
+#: run whose single build read 11.4 ms (10.05-10.71 in seven of eight others) fitted an in-model scale of 1.24
+#: against 1.07-1.17, pricing every hold-out step about 10 % high
+DECODER_BUILDS = 3
 #: tokens already cached when a whole decoder is timed
 DECODER_CONTEXT = 256
 #: linear points with M up to here are always measured: CPU kernels saw-tooth at small M, so they are not extrapolated
@@ -312,6 +318,8 @@ class Plan:
     kv_concat_bytes: tuple[int, ...] = KV_CONCAT_BYTES  # the concatenating-cache sizes timed (`ImplementationKey`)
     # the tiny decoders' shapes, at OVERHEAD_M_GRID; priced from their own tables only (OVERHEAD_LINEAR_SHAPES)
     overhead_shapes: tuple[WeightShape, ...] = OVERHEAD_LINEAR_SHAPES
+    # fresh builds of each mid-size decoder, fitted by their median (DECODER_BUILDS)
+    decoder_builds: int = DECODER_BUILDS
 
     @property
     def all_linear_shapes(self) -> tuple[WeightShape, ...]:
@@ -329,7 +337,7 @@ class Plan:
                 attention=AttentionGrid((AttentionHeads(12, 3, 64),), (1, 4), (96, 400), (1, 5)),
                 elementwise_tokens=(1, 40), block_models=("block-384", "block-1536"),
                 block_tokens=(StepTokens(1, 1),), cache_working_sets=(int(16 * MIB),), warm_shapes=(),
-                kv_concat_bytes=TINY_KV_CONCAT_BYTES)
+                kv_concat_bytes=TINY_KV_CONCAT_BYTES, decoder_builds=1)
         if quick:
             return cls(
                 quick=True, dtypes=dtypes, level="quick", linear_shapes=QUICK_LINEAR_SHAPES, m_grid=QUICK_M_GRID, passes=1,
@@ -373,7 +381,8 @@ class Plan:
     def decoder_keys(self) -> list[DecoderKey]:
         """The tiny decoders (dispatch overhead) always, then the mid-size ones (in-model scale)."""
         return ([DecoderKey(name, t.batch, t.new_tokens) for name in OVERHEAD_MODELS for t in OVERHEAD_TOKENS]
-                + [DecoderKey(name, t.batch, t.new_tokens) for name in self.block_models for t in self.block_tokens])
+                + [DecoderKey(name, t.batch, t.new_tokens, build) for build in range(self.decoder_builds)
+                   for name in self.block_models for t in self.block_tokens])
 
     def cache_keys(self) -> list[CacheKey]:
         """One per working set below the pool, and the whole pool (the cold reference) last."""

@@ -40,16 +40,26 @@ class BenchContext:
         self.hurry = False
         self._decoders: dict = {}
 
-    def decoder(self, name: str):
-        """The synthetic decoder `name` (`plan.DECODER_SPECS`), built on first use and kept for the run: its token
-        configurations are separate jobs, and building a mid-size decoder (random fill of up to 170 M parameters)
-        costs more than timing it."""
-        if name not in self._decoders:
+    def decoder(self, name: str, build: int = 0):
+        """Fresh build number `build` of the synthetic decoder `name` (`plan.DECODER_SPECS`), built on first use and
+        kept until `release_decoder` has been called once per token configuration: those are separate jobs, and
+        building a mid-size decoder (random fill of up to 170 M parameters) costs more than timing it."""
+        if (name, build) not in self._decoders:
             from ...reference import model as M
             from ...fitting.plan import get_decoder_spec
 
-            self._decoders[name] = M.build_decoder(get_decoder_spec(name), self.torch_dtype, self.torch_device)
-        return self._decoders[name]
+            self._decoders[(name, build)] = [M.build_decoder(get_decoder_spec(name), self.torch_dtype,
+                                                             self.torch_device), 0]
+        return self._decoders[(name, build)][0]
+
+    def release_decoder(self, name: str, build: int, configurations: int) -> None:
+        """One token configuration of a build is timed; after `configurations` of them its memory goes (a job timed
+        again later, after drift, builds it anew)."""
+        entry = self._decoders.get((name, build))
+        if entry is not None:
+            entry[1] += 1
+            if entry[1] >= configurations:
+                del self._decoders[(name, build)]
 
     def time(self, fn: Callable[[], object], scale: float = 1.0, before: Callable[[], object] | None = None,
              min_calls: int = 0) -> Timing:

@@ -6,7 +6,8 @@ from __future__ import annotations
 
 import torch
 
-from ...fitting.plan import DECODER_CONTEXT, OVERHEAD_MODELS
+from ...fitting.measurements import DecoderKey
+from ...fitting.plan import DECODER_CONTEXT, OVERHEAD_MODELS, OVERHEAD_TOKENS
 from .base import BenchContext, Job
 
 #: progress-bar weight of a mid-size decoder relative to one microbenchmark
@@ -14,16 +15,22 @@ BLOCK_JOB_WEIGHT = 4.0
 
 
 def decoder_jobs(ctx: BenchContext) -> list[Job]:
-    return [Job(key, _decoder_runner(ctx, key.name, key.batch, key.new_tokens),
-                1.0 if key.name in OVERHEAD_MODELS else BLOCK_JOB_WEIGHT) for key in ctx.plan.decoder_keys()]
+    return [Job(key, _decoder_runner(ctx, key), 1.0 if key.name in OVERHEAD_MODELS else BLOCK_JOB_WEIGHT)
+            for key in ctx.plan.decoder_keys()]
 
 
-def _decoder_runner(ctx: BenchContext, name: str, batch: int, q: int):
+def _decoder_runner(ctx: BenchContext, key: DecoderKey):
+    batch, q = key.batch, key.new_tokens
+    configurations = len(OVERHEAD_TOKENS if key.name in OVERHEAD_MODELS else ctx.plan.block_tokens)
+
     def run():
-        model = ctx.decoder(name)  # built once per run, shared by its token configurations
+        # one build is shared by its token configurations; each of the plan's builds lands its weights afresh
+        model = ctx.decoder(key.name, key.build)
         model.setup_caches(batch, DECODER_CONTEXT + q + 8)
         tokens = torch.zeros(batch, q, dtype=torch.long, device=ctx.torch_device)
         start = torch.full((batch,), DECODER_CONTEXT, device=ctx.torch_device)
         with torch.inference_mode():
-            return ctx.time(lambda: model(tokens, start, DECODER_CONTEXT + q), scale=2)
+            timing = ctx.time(lambda: model(tokens, start, DECODER_CONTEXT + q), scale=2)
+        ctx.release_decoder(key.name, key.build, configurations)
+        return timing
     return run
