@@ -1,4 +1,4 @@
-# probe (issue 25, 2026-12-03 13:41): # probe: block-1536 (batch 1) and block-768 (batch 8) timed in several fresh builds in one process: how much of a
+# probe (issue 25, 2026-12-03 13:41; run again at 13:45 with block-1536 only, four builds, twice): block-1536 (batch 1) and block-768 (batch 8) timed in several fresh builds in one process: how much of a
 # quick run's decoder reading is the build (where its weights landed) and how much the moment (issue 25)
 import time, statistics, torch
 from rooflinesim.calibrate.measure.timers import select_device
