@@ -110,14 +110,13 @@ def test_calibration_builds_each_decoder_once_per_build_and_times_every_token_co
 
 def test_decoder_rows_are_the_median_of_their_builds():
     """The decoder fit reads each configuration once: the median over its builds of each build's estimate."""
-    from rooflinesim.calibrate.fitting.fit_profile import get_decoder_rows
     from rooflinesim.calibrate.fitting.measurements import DecoderKey, Results, Timing
 
     results = Results()
     for build, ms in enumerate((10.3, 11.5, 11.9)):
         results.add(DecoderKey("block-1536", 1, 1, build), Timing((ms * 1e-3,) * 3))
     results.add(DecoderKey("overhead-2l", 1, 1), Timing((4e-4, 5e-4, 4e-4)))
-    rows = get_decoder_rows(results)
+    rows = results.get_decoder_rows()
     assert rows == pytest.approx({DecoderKey("block-1536", 1, 1): 11.5e-3, DecoderKey("overhead-2l", 1, 1): 4e-4})
 
 

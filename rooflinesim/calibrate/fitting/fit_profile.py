@@ -20,7 +20,6 @@ The least-squares primitives are in `calibrate.fitting.fit`; the measurement key
 from __future__ import annotations
 
 import itertools
-from dataclasses import replace
 
 import numpy as np
 
@@ -319,7 +318,7 @@ def fit_overheads(dtype: str, profile: DtypeProfile, results: Results, in_model_
     hw = _placeholder_hw({dtype: profile.model_copy(update={"in_model_scale": 1.0})})
     timing = MeasuredTiming.from_spec(hw)
     rows, is_block, warm, names, cold = [], [], [], [], []
-    for key, measured_s in get_decoder_rows(results).items():
+    for key, measured_s in results.get_decoder_rows().items():
         names.append(key.name)
         spec = get_decoder_spec(key.name)
         ops = get_step_ops(spec, Workload.in_dtype(dtype, key.batch, DECODER_CONTEXT), key.new_tokens)
@@ -381,15 +380,6 @@ def fit_overheads(dtype: str, profile: DtypeProfile, results: Results, in_model_
         "in_model_scale": float(scale), "in_model_layer_overhead_s": float(in_model_layer_s),
         "residuals": residuals,
     })
-
-
-def get_decoder_rows(results: Results) -> dict[DecoderKey, float]:
-    """Each decoder configuration's time (s), keyed by its build-0 key: the median over its builds of each build's
-    `Timing.estimate_s` (a build's weights land where they land, `plan.DECODER_BUILDS`)."""
-    builds: dict[DecoderKey, list[float]] = {}
-    for key in results.keys_of(DecoderKey):
-        builds.setdefault(replace(key, build=0), []).append(results.timing(key).estimate_s)
-    return {key: float(np.median(times)) for key, times in builds.items()}
 
 
 def _placeholder_hw(dtypes: dict[str, DtypeProfile]) -> HardwareSpec:

@@ -12,7 +12,7 @@ every field is read by name.
 from __future__ import annotations
 
 import statistics
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Iterator, TypeVar, Union
 
 
@@ -157,6 +157,14 @@ class Results:
     def keys_of(self, kind: type[KeyT]) -> Iterator[KeyT]:
         """The keys of one family, in the order they were first measured."""
         return (key for key in self.samples if isinstance(key, kind))
+
+    def get_decoder_rows(self) -> dict[DecoderKey, float]:
+        """Each decoder configuration's time (s), keyed by its build-0 key: the median over its builds of each
+        build's `Timing.estimate_s` (a build's weights land where they land, `plan.DECODER_BUILDS`)."""
+        builds: dict[DecoderKey, list[float]] = {}
+        for key in self.keys_of(DecoderKey):
+            builds.setdefault(replace(key, build=0), []).append(self.timing(key).estimate_s)
+        return {key: statistics.median(times) for key, times in builds.items()}
 
 
 #: a small-M linear point this many times slower than both of its neighbours in M (same weight shape) was timed

@@ -195,11 +195,9 @@ DECODER_SPECS = {
 OVERHEAD_MODELS = ("overhead-2l", "overhead-8l")
 OVERHEAD_TOKENS = (StepTokens(1, 1), StepTokens(1, 4))
 BLOCK_MODELS = ("block-384", "block-768", "block-1536", "block-2048", "block-768-16l")
-#: each mid-size decoder is built and timed this many times, and fitted by the median of its builds: its time moves
-#: with where its weights land. On the 2-core Intel Xeon VM (fp32, 2 threads) six fresh builds of block-1536 in one
-#: process read 10.3-10.8 ms at batch 1 in one and 11.4-12.5 ms in the others, steady within each, and one quick
-#: run whose single build read 11.4 ms (10.05-10.71 in seven of eight others) fitted an in-model scale of 1.24
-#: against 1.07-1.17, pricing every hold-out step about 10 % high
+#: each mid-size decoder is built and timed this many times and fitted by the median of its builds: its time moves
+#: with where its weights land (block-1536 at batch 1, six fresh builds on the 2-core Intel Xeon VM: 10.3-10.8 ms in
+#: one, 11.4-12.5 ms in the others; one build of 11.4 ms fitted a quick profile's scale at 1.24 against 1.07-1.17)
 DECODER_BUILDS = 3
 #: tokens already cached when a whole decoder is timed
 DECODER_CONTEXT = 256
