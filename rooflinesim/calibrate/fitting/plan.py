@@ -131,9 +131,8 @@ SAMPLER_POINTS = tuple(("sample", b, q, v) for b, q, v in ((1, 1, 32), (16, 1, 3
 KV_CONCAT_BYTES = tuple(int(x * MIB) for x in (0.5, 2, 8, 16, 24, 48, 64, 96))
 QUICK_KV_CONCAT_BYTES = tuple(int(x * MIB) for x in (0.5, 8, 24, 48))
 TINY_KV_CONCAT_BYTES = tuple(int(x * MIB) for x in (0.5, 8))
-#: a 'kv_concat' point times at least this many calls, hurried or not: below the mmap threshold some heap states
-#: leave its readings bimodal, above it some calls fault pages the host has taken back
-#: (`benchmarks.implementation._time_concat`)
+#: a 'kv_concat' point times at least this many calls, hurried or not: some heap states leave its readings bimodal,
+#: and above the mmap threshold some calls fault pages the host took back (`benchmarks.implementation._time_concat`)
 CONCAT_CALLS = 12
 DISPATCH_CALLS = (64, 512)
 #: the concatenated cache's layout: [batch 1, KV_CONCAT_HEADS, positions, KV_CONCAT_HEAD_DIM]
@@ -195,9 +194,8 @@ DECODER_SPECS = {
 OVERHEAD_MODELS = ("overhead-2l", "overhead-8l")
 OVERHEAD_TOKENS = (StepTokens(1, 1), StepTokens(1, 4))
 BLOCK_MODELS = ("block-384", "block-768", "block-1536", "block-2048", "block-768-16l")
-#: each mid-size decoder is built and timed this many times and fitted by the median of its builds: its time moves
-#: with where its weights land (block-1536 at batch 1, six fresh builds on the 2-core Intel Xeon VM: 10.3-10.8 ms in
-#: one, 11.4-12.5 ms in the others; one build of 11.4 ms fitted a quick profile's scale at 1.24 against 1.07-1.17)
+#: builds of each mid-size decoder, fitted by their median: its time moves with where its weights land (block-1536,
+#: batch 1, six builds on the 2-core Intel Xeon VM: 10.3-10.8 ms in one, 11.4-12.5 in five; docs/calibration.md s. 5)
 DECODER_BUILDS = 3
 #: tokens already cached when a whole decoder is timed
 DECODER_CONTEXT = 256
@@ -316,8 +314,7 @@ class Plan:
     kv_concat_bytes: tuple[int, ...] = KV_CONCAT_BYTES  # the concatenating-cache sizes timed (`ImplementationKey`)
     # the tiny decoders' shapes, at OVERHEAD_M_GRID; priced from their own tables only (OVERHEAD_LINEAR_SHAPES)
     overhead_shapes: tuple[WeightShape, ...] = OVERHEAD_LINEAR_SHAPES
-    # fresh builds of each mid-size decoder, fitted by their median (DECODER_BUILDS)
-    decoder_builds: int = DECODER_BUILDS
+    decoder_builds: int = DECODER_BUILDS  # fresh builds of each mid-size decoder, fitted by their median
 
     @property
     def all_linear_shapes(self) -> tuple[WeightShape, ...]:
