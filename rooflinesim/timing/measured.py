@@ -40,7 +40,7 @@ from ..specs.measured import DtypeProfile
 from ..specs.hardware import HardwareSpec
 from ..errors import InputError
 from ..units import MIB, get_dtype_bytes, normalize_dtype
-from .base import AFTER_FORWARD_OPS, ELEMENTWISE_FAMILY, OpTime, RelativeSigmas
+from .base import AFTER_FORWARD_OPS, ELEMENTWISE_FAMILY, OpTime, RelativeSigmas, is_outside_in_model_scale
 from .linear_tables import LinearModel, get_shape_loo_error, get_warm_growth
 
 #: (p90 - p10) of a normal distribution, the median of |x| and the expected range of three draws, in sigmas: how
@@ -262,7 +262,7 @@ class MeasuredTiming:
         else:  # unfused attention pieces, MoE experts, anything not calibrated: the fitted roofline + one overhead
             per = np.maximum(op.flops / prof.peak_flops_per_s, op.bytes / prof.gemv_bandwidth_bytes_per_s)
             per = per + prof.linear_overhead_s
-        scale = 1.0 if op.name in AFTER_FORWARD_OPS or op.kind == "dispatch" else prof.in_model_scale
+        scale = 1.0 if is_outside_in_model_scale(op) else prof.in_model_scale
         terms = self._terms(compute_dtype)
         if terms is not None and op.name not in AFTER_FORWARD_OPS:
             scale = scale * terms.scale
