@@ -309,12 +309,13 @@ def fit_overheads(dtype: str, profile: DtypeProfile, results: Results, in_model_
     the fit has at least MIN_IN_MODEL_LAYER_MODELS cold mid-size decoders (`in_model_layer`: False fits the scale
     alone, as profiles before it did).
 
-    The scale multiplies every op of the models it prices, whose weights stream from memory; a mid-size decoder whose
-    weights the cache-reuse curve prices warm (block-384: 25 MB in fp32 against a 32 MB last-level cache, on the
-    steep part of the curve) measures the curve's error there rather than how ops slow down inside a forward pass,
-    and with few decoders it moved the scale by 5-8 % (the 2-core AMD EPYC, --quick). Such rows are left out of the
-    fit when at least MIN_COLD_BLOCK_ROWS cold ones remain (on a device whose caches hold every mid-size decoder,
-    they all stay in); the tiny decoders (dispatch) always stay in."""
+    The scale multiplies the ops of the models it prices (`timing.base.is_outside_in_model_scale` names the others),
+    whose weights stream from memory; a mid-size decoder whose weights the cache-reuse curve prices warm (block-384:
+    25 MB in fp32 against a 32 MB last-level cache, on the steep part of the curve) measures the curve's error there
+    rather than how ops slow down inside a forward pass, and with few decoders it moved the scale by 5-8 % (the
+    2-core AMD EPYC, --quick). Such rows are left out of the fit when at least MIN_COLD_BLOCK_ROWS cold ones remain
+    (on a device whose caches hold every mid-size decoder, they all stay in); the tiny decoders (dispatch) always
+    stay in."""
     hw = _placeholder_hw({dtype: profile.model_copy(update={"in_model_scale": 1.0})})
     timing = MeasuredTiming.from_spec(hw)
     rows, is_block, warm, names, cold = [], [], [], [], []
