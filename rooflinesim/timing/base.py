@@ -59,7 +59,7 @@ def is_outside_in_model_scale(op: OpCost) -> bool:
     cache in place and have no such copy, so nothing measured how the copy slows down in a forward pass; its own
     benchmark times it as a step runs it (cold sources, a fresh allocation from the mmap threshold up). Scaled with
     the rest, transformers' steps at batch 16 and long contexts, where the copies weigh most, were priced 10-40 %
-    high in bf16 (2-core Intel Xeon VM; docs/calibration.md section 5)."""
+    high in bf16 (2-core Intel Xeon VM; docs/calibration.md section 3)."""
     return op.name in AFTER_FORWARD_OPS or op.kind == "dispatch" or op.name in KV_COPY_OPS
 
 
