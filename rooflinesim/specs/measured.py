@@ -241,6 +241,10 @@ class DtypeProfile(SpecModel):
     peak_flops_per_s: float = Field(gt=0)
     linear_overhead_s: float = Field(ge=0)
     linear: tuple[LinearTable, ...] = Field(strict=False)
+    linear_shape_alignment: int = Field(
+        0, ge=0, description="elements: in / out features that are a multiple of it and those that are not run "
+                             "different kernels, so an uncalibrated shape is priced from calibrated shapes of its own "
+                             "class (`timing.linear_tables.choose_shape_alignment`); 0: by size alone, as before it existed")
     attention: dict[str, AffineFit] = Field(
         description="masked SDPA, keyed '<decode|multi>_d<head_dim>': one query token (decode) or several (verify)"
     )

@@ -3,15 +3,14 @@
 `fit_dtype` turns `Results` (call times per measured configuration) into the profile's parts, each priced with the
 same op costs `rooflinesim.ops` gives the predict path:
 
-* linear: one table of time vs M per calibrated weight shape, and an effective roofline (peak FLOP/s, bandwidth,
-  per-call overhead) fitted on the tables' two asymptotes;
+* linear: one table of time vs M per calibrated weight shape, an effective roofline (peak FLOP/s, bandwidth,
+  per-call overhead) fitted on the tables' two asymptotes, and the shape classes the tables transfer within;
 * attention: c + a x KV bytes + b x FLOPs + s x score elements, for decode (one query token) and multi-token
   (verify) steps, per head dimension;
 * elementwise: c + bytes / bandwidth per op family;
 * cache reuse: the speed-up of weight streaming when the weights rotate over a working set that fits in the caches;
 * `fit_overheads`, last: whole decoders as scale x (sum of their per-op times) + per-layer (dispatch, and in a
-  mid-size model's layers an in-model cost) + per-step overhead
-  (mid-size decoders whose weights the cache-reuse curve prices warm left out of it).
+  mid-size model's layers an in-model cost) + per-step overhead (decoders the cache curve prices warm left out).
 
 The least-squares primitives are in `calibrate.fitting.fit`; the measurement keys and the plan in
 `calibrate.fitting.measurements` and `calibrate.fitting.plan`.
@@ -26,9 +25,7 @@ import numpy as np
 from ...ops.sections import get_acceptance_rule_bytes, get_sampler_bytes
 from ...ops.step_ops import get_step_ops
 from ...specs.workload import Workload
-from ...specs.measured import (
-    AffineFit, CacheReuse, CopyTable, DtypeProfile, LinearTable, MeasuredProfile, Provenance,
-)
+from ...specs.measured import AffineFit, CacheReuse, CopyTable, DtypeProfile, LinearTable, MeasuredProfile, Provenance
 from ...specs.hardware import Efficiency, HardwareSpec
 from ...units import GIGA, get_dtype_bytes
 from .fit import AffineResult, RooflineFit, fit_affine, fit_roofline
@@ -36,11 +33,9 @@ from .measurements import (
     AttentionKey, CacheKey, DecoderKey, ElementwiseKey, ImplementationKey, LinearKey, Results, SamplerKey,
     WarmLinearKey, find_heap_concat_outliers, find_stalled_linear_points,
 )
-from .plan import (
-    CACHE_SHAPE, DECODER_CONTEXT, OVERHEAD_MODELS, Plan, elementwise_step_split, get_decoder_spec,
-    get_kv_concat_allocation_bytes, get_kv_concat_bytes, synthetic_spec,
-)
-from ...timing.linear_tables import LinearModel, get_shape_loo_error
+from .plan import (CACHE_SHAPE, DECODER_CONTEXT, OVERHEAD_MODELS, Plan, elementwise_step_split, get_decoder_spec,
+                   get_kv_concat_allocation_bytes, get_kv_concat_bytes, synthetic_spec)
+from ...timing.linear_tables import LinearModel, choose_shape_alignment, get_shape_loo_error
 from ...timing.measured import MeasuredTiming
 
 #: cache-reuse speedups are capped here: a working set that fits in L1/L2 would otherwise claim absurd factors
@@ -238,13 +233,16 @@ def fit_dtype(dtype: str, results: Results, copy_bw: float, gemv_bw: float, plan
     probe_gemm_flops_per_s, the device probe's GEMM throughput (the prior of the fitted peak; None: no prior).
     """
     tables, roof, all_points = _fit_linear(dtype, results, plan, gemv_bw, probe_gemm_flops_per_s)
+    alignment, small_m_by_size, small_m_by_class = choose_shape_alignment(LinearModel.from_tables(
+        tables, roof.peak_flops_per_s, gemv_bw, roof.overhead_s, get_dtype_bytes(dtype)))
     residuals = {
         "linear_roofline_median_abs_rel_envelope": roof.median_abs_rel_residual,
         "linear_roofline_median_abs_rel_all_points": all_points,
         "linear_roofline_bandwidth_bytes_per_s": roof.bandwidth_bytes_per_s,
         "linear_table_median_spread": float(np.median([s for t in tables for s in t.spread])),
         "linear_shape_loo_median_abs_rel": get_shape_loo_error(LinearModel.from_tables(
-            tables, roof.peak_flops_per_s, gemv_bw, roof.overhead_s, get_dtype_bytes(dtype))),
+            tables, roof.peak_flops_per_s, gemv_bw, roof.overhead_s, get_dtype_bytes(dtype), alignment)),
+        "linear_small_m_loo_by_size": small_m_by_size, "linear_small_m_loo_by_class": small_m_by_class,
         "attention_median_spread": _median_spread(results, AttentionKey),
         "elementwise_median_spread": _median_spread(results, ElementwiseKey),
         "linear_stalled_points_left_out": float(len(find_stalled_linear_points(results))),
@@ -257,6 +255,7 @@ def fit_dtype(dtype: str, results: Results, copy_bw: float, gemv_bw: float, plan
     profile = DtypeProfile(
         gemv_bandwidth_bytes_per_s=gemv_bw, copy_bandwidth_bytes_per_s=copy_bw,
         peak_flops_per_s=roof.peak_flops_per_s, linear_overhead_s=roof.overhead_s, linear=tables,
+        linear_shape_alignment=alignment,
         attention=_fit_attention(dtype, results), elementwise=_fit_elementwise(dtype, results),
         layer_overhead_s=0.0, step_overhead_s=0.0, cache_reuse=_fit_cache_reuse(dtype, results, roof, gemv_bw),
         warm_linear=_fit_warm_linear(results), dispatch_s=_fit_dispatch_s(results),

@@ -19,6 +19,7 @@ Profiles of different devices (device kind, name or thread count) are refused wi
 from __future__ import annotations
 
 from collections import defaultdict
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -27,7 +28,7 @@ from ...specs.profiles import load_profile, write_profile
 from ...specs.measured import AffineFit, CacheReuse, CopyTable, DtypeProfile, LinearTable
 from ...specs.hardware import HardwareSpec
 from ...errors import InputError
-from ...timing.linear_tables import LinearModel, get_shape_loo_error
+from ...timing.linear_tables import LinearModel, choose_shape_alignment, get_shape_loo_error
 from ...units import get_dtype_bytes
 from .measurements import DRIFT_FLAG
 
@@ -104,14 +105,16 @@ def merge_dtype(dtype: str, profiles: list[DtypeProfile]) -> DtypeProfile:
         have = [(p.residuals[key], r) for p, r in zip(profiles, runs) if key in p.residuals]
         residuals[key] = _weighted([v for v, _ in have], [r for _, r in have])
     tables = _merge_tables(profiles)
-    # the shape-interpolation error is a property of the pooled tables: recomputed, not averaged
-    residuals["linear_shape_loo_median_abs_rel"] = get_shape_loo_error(LinearModel.from_tables(
-        tables, avg("peak_flops_per_s"), avg("gemv_bandwidth_bytes_per_s"), avg("linear_overhead_s"),
-        get_dtype_bytes(dtype)))
+    # the shape-interpolation error and the shape classes are properties of the pooled tables: recomputed
+    linear = LinearModel.from_tables(tables, avg("peak_flops_per_s"), avg("gemv_bandwidth_bytes_per_s"),
+                                     avg("linear_overhead_s"), get_dtype_bytes(dtype))
+    alignment, by_size, by_class = choose_shape_alignment(linear)
+    residuals.update(linear_small_m_loo_by_size=by_size, linear_small_m_loo_by_class=by_class,
+                     linear_shape_loo_median_abs_rel=get_shape_loo_error(replace(linear, shape_alignment=alignment)))
     return DtypeProfile(
         gemv_bandwidth_bytes_per_s=avg("gemv_bandwidth_bytes_per_s"),
         copy_bandwidth_bytes_per_s=avg("copy_bandwidth_bytes_per_s"), peak_flops_per_s=avg("peak_flops_per_s"),
-        linear_overhead_s=avg("linear_overhead_s"), linear=tables,
+        linear_overhead_s=avg("linear_overhead_s"), linear=tables, linear_shape_alignment=alignment,
         attention=_merge_fits([p.attention for p in profiles]),
         elementwise=_merge_fits([p.elementwise for p in profiles]),
         layer_overhead_s=avg("layer_overhead_s"), step_overhead_s=avg("step_overhead_s"),
