@@ -177,6 +177,10 @@ FRESH_ALLOCATION_BYTES = 32 * MIB
 #: 8-10 GB/s transformers' cache paid) or 8-21x (a slow fault state); at 1.5 a partly warm 48 MiB point (1.58x, 19
 #: GB/s) set the rate of a full profile, which priced hf-llama-94m at batch 16 and context 4096 44 % low
 WARM_SERVED_FACTOR = 2.2
+#: what fresh pages cost per byte, in units of the largest heap point's cost, where no point from the threshold up
+#: paid for them: the median of the fastest paid point's ratio over the 155 profiles with one, of the 2-core Intel
+#: Xeon and AMD EPYC VMs of 2026-12-01..03 (p10-p90 2.9-4.9; Xeon fp32 3.2, bf16 3.1, AMD EPYC fp32 4.3)
+FRESH_PAGE_FACTOR_PRIOR = 3.2
 
 
 class CopyTable(SpecModel):
@@ -185,7 +189,8 @@ class CopyTable(SpecModel):
     mmap threshold up (at most 32 MiB on 64-bit Linux), fresh pages the kernel faults in and zeroes. Below the
     threshold it is priced per byte interpolated in log size between the points below it, clamped at their ends;
     from the threshold up at one cost per byte (a copy and a page fault per page, both in proportion to the size):
-    that of the fastest point there, leaving out points served warm (WARM_SERVED_FACTOR). The fastest, because the
+    that of the fastest point there, leaving out points served warm (WARM_SERVED_FACTOR; when every one was,
+    FRESH_PAGE_FACTOR_PRIOR times the heap's largest point's cost). The fastest, because the
     VM's page faults have a slow state that comes and goes (48 and 64 MiB at 2.9-3.5 GB/s, 96 MiB at 9.4 GB/s in one
     full calibration on the 2-core Intel Xeon VM), and a step is measured by its undisturbed calls
     (`Timing.estimate_s`), in which transformers' cache paid 8-10 GB/s. A side with no point takes the other's."""
@@ -215,7 +220,10 @@ class CopyTable(SpecModel):
             return None
         heap = [r for size, r in zip(sizes, per_byte) if size < FRESH_ALLOCATION_BYTES]
         paid = [r for r in fresh if not heap or r >= WARM_SERVED_FACTOR * heap[-1]]
-        return min(paid) if paid else max(fresh)
+        # none paid: the run never saw fresh pages' cost (the VM kept them backed, or free blocks served them; its
+        # re-time read warm too), which a step's cache does pay. One full calibration whose 48-96 MiB points all
+        # read 26 GB/s priced hf-qwen2moe-61m at batch 16 and 2048-4096 tokens 57-58 % low at that warm rate
+        return min(paid) if paid else FRESH_PAGE_FACTOR_PRIOR * heap[-1]
 
     def get_seconds_per_byte(self, allocation_bytes):
         import numpy as np
