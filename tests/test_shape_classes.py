@@ -127,3 +127,5 @@ def test_every_calibration_level_times_shapes_of_both_classes():
         unaligned = [s for s in shapes if s.in_features % 256 and s.out_features % 256]
         aligned = [s for s in shapes if not (s.in_features % 256 and s.out_features % 256)]
         assert len(unaligned) >= 4 and len(aligned) >= 4, level
+        heads = [s for s in shapes if s.out_features >= 16384]  # a vocabulary's head, of each kind
+        assert {s.out_features % 256 == 0 for s in heads} == {True, False}, level

@@ -142,13 +142,13 @@ def _get_generic_level_plan(level: str, dtypes, device) -> Plan:
         # hold-outs), and a GEMV over 384-element rows runs 1.5x less efficiently than one over 1536 (AMD EPYC, fp32),
         # so K = 384 alone prices every LM head as slow. Two cold mid-size decoders of different widths pin the
         # in-model scale (`fit_profile.fit_overheads` leaves out decoders whose weights stay in the caches). The last
-        # four are not multiples of 256: with fp32 on the Intel Xeon such shapes grow 1.4-3.2x from M = 1 to 4, the
+        # five are not multiples of 256: with fp32 on the Intel Xeon such shapes grow 1.4-3.2x from M = 1 to 4, the
         # others 1.2-2.0x, and without them the hold-outs' layers (576 x 1664, 640 x 1856) were priced 10-20 % low
-        # at M = 4 (`plan.LINEAR_SHAPES`)
+        # at M = 4; heads go the other way (448 x 151,936 1.6x, 448 x 151,552 2.2x) (`plan.LINEAR_SHAPES`)
         return replace(quick, level=level, min_time_s=0.002, max_call_flops=5e8 if not device.is_cuda else 5e11,
                        linear_shapes=tuple(WeightShape(k, n) for k, n in (
                            (384, 384), (1536, 1536), (768, 192), (1536, 4096), (4096, 1536), (384, 24576),
-                           (1536, 24576), (672, 672), (896, 224), (672, 2400), (2400, 672))),
+                           (1536, 24576), (672, 672), (896, 224), (672, 2400), (2400, 672), (384, 24704))),
                        min_calls=5, m_grid=(1, 2, 3, 4, 6, 8, 12, 16, 32, 64, 256), bandwidth_bytes=128 * MIB,
                        attention=AttentionGrid(quick.attention.head_configs, (1, 12), (96, 1500), (1, 6)),
                        elementwise_tokens=(1, 40, 256), block_models=("block-768", "block-2048"),

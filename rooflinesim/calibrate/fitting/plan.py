@@ -75,18 +75,18 @@ class StepTokens(NamedTuple):
 #: 14.0-19.6 %, where the three before them gave 20.5-22.8 % / 35.5-37.0 % on the same measurements
 OVERHEAD_LINEAR_SHAPES = tuple(WeightShape(k, n) for k, n in ((64, 32), (64, 64), (64, 128), (64, 256), (128, 64)))
 OVERHEAD_M_GRID = (1, 2, 4, 8)
-#: square, GQA-narrow (N = K / 4), MLP-wide (N = 8/3 K), MLP-tall, vocabulary-wide; the last row's features are not
-#: multiples of 256, so the fit can tell whether such shapes run other kernels (`choose_shape_alignment`). Deliberately
-#: none is a shape of the hold-out validation models.
+#: square, GQA-narrow (N = K / 4), MLP-wide (N = 8/3 K), MLP-tall, vocabulary-wide; the last row's features and the
+#: 24,704-wide head's are not multiples of 256, so the fit can tell whether such shapes run other kernels
+#: (`choose_shape_alignment`). Deliberately none is a shape of the hold-out validation models.
 LINEAR_SHAPES = tuple(WeightShape(k, n) for k, n in (
     (384, 384), (768, 768), (1536, 1536), (2560, 2560), (768, 192), (1536, 384), (384, 96),
     (768, 2048), (1536, 4096), (384, 1024), (2048, 768), (4096, 1536), (1024, 384),
-    (384, 24576), (768, 49152), (1536, 24576),
+    (384, 24576), (768, 49152), (1536, 24576), (384, 24704),
     (672, 672), (672, 168), (896, 224), (672, 2400), (384, 1344), (2400, 672), (1344, 384),
 ))
 QUICK_LINEAR_SHAPES = tuple(WeightShape(k, n) for k, n in (
     (384, 384), (1536, 1536), (768, 192), (1536, 4096), (4096, 1536), (384, 1024), (1024, 384), (384, 24576),
-    (1536, 24576), (672, 672), (896, 224), (672, 2400), (2400, 672)))
+    (1536, 24576), (672, 672), (896, 224), (672, 2400), (2400, 672), (384, 24704)))
 M_GRID = (1, 2, 3, 4, 5, 6, 7, 8, 10, 12, 14, 16, 20, 24, 32, 40, 48, 64, 80, 96, 128, 160, 192, 256, 384, 512, 768,
           1024, 2048, 4096)
 QUICK_M_GRID = (1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64, 96, 160, 256, 512)
