@@ -252,7 +252,8 @@ class DtypeProfile(SpecModel):
     linear_shape_alignment: int = Field(
         0, ge=0, description="elements: in / out features that are a multiple of it and those that are not run "
                              "different kernels, so an uncalibrated shape is priced from calibrated shapes of its own "
-                             "class (`timing.linear_tables.choose_shape_alignment`); 0: by size alone, as before it existed")
+                             "class (`timing.linear_tables.choose_shape_alignment`); 0: by size alone, as before it "
+                             "existed")
     attention: dict[str, AffineFit] = Field(
         description="masked SDPA, keyed '<decode|multi>_d<head_dim>': one query token (decode) or several (verify)"
     )

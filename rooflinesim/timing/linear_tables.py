@@ -23,7 +23,7 @@ SHAPE_KERNEL_LOG2 = 0.75
 #: A weight dimension that is a multiple of the profile's alignment (elements) and one that is not run different
 #: kernels. With fp32 on the 2-core Intel Xeon VM (MKL), a cold F.linear grew 1.2-2.0x from M = 1 to 4 when its in or
 #: out features were a multiple of 256, 1.4-3.2x when neither was (324 shapes, docs/calibration.md section 3); in
-#: bf16 it grew 0.9-1.2x either way. A calibrated shape of the other class, per dimension, counts as this much
+#: bf16 it grew 0.85-1.4x either way. A calibrated shape of the other class, per dimension, counts as this much
 #: farther (squared log2 units; at the kernel's width it then weighs 0.03 of a same-class shape at the same size).
 SHAPE_CLASS_PENALTY_LOG2SQ = 4.0
 SHAPE_ALIGNMENT_CANDIDATES = (128, 256, 512)

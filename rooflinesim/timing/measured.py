@@ -132,7 +132,8 @@ class MeasuredTiming:
         models = {}
         for dtype, prof in hw.measured.dtypes.items():
             linear = LinearModel.from_tables(prof.linear, prof.peak_flops_per_s, prof.gemv_bandwidth_bytes_per_s,
-                                             prof.linear_overhead_s, get_dtype_bytes(dtype), prof.linear_shape_alignment)
+                                             prof.linear_overhead_s, get_dtype_bytes(dtype),
+                                             prof.linear_shape_alignment)
             warm = (LinearModel.from_tables(prof.warm_linear, prof.peak_flops_per_s, prof.gemv_bandwidth_bytes_per_s,
                                             prof.linear_overhead_s, get_dtype_bytes(dtype))
                     if prof.warm_linear else None)
