@@ -19,6 +19,7 @@ The least-squares primitives are in `calibrate.fitting.fit`; the measurement key
 from __future__ import annotations
 
 import itertools
+from dataclasses import replace
 
 import numpy as np
 
@@ -233,15 +234,14 @@ def fit_dtype(dtype: str, results: Results, copy_bw: float, gemv_bw: float, plan
     probe_gemm_flops_per_s, the device probe's GEMM throughput (the prior of the fitted peak; None: no prior).
     """
     tables, roof, all_points = _fit_linear(dtype, results, plan, gemv_bw, probe_gemm_flops_per_s)
-    alignment, small_m_by_size, small_m_by_class = choose_shape_alignment(LinearModel.from_tables(
-        tables, roof.peak_flops_per_s, gemv_bw, roof.overhead_s, get_dtype_bytes(dtype)))
+    linear = LinearModel.from_tables(tables, roof.peak_flops_per_s, gemv_bw, roof.overhead_s, get_dtype_bytes(dtype))
+    alignment, small_m_by_size, small_m_by_class = choose_shape_alignment(linear)
     residuals = {
         "linear_roofline_median_abs_rel_envelope": roof.median_abs_rel_residual,
         "linear_roofline_median_abs_rel_all_points": all_points,
         "linear_roofline_bandwidth_bytes_per_s": roof.bandwidth_bytes_per_s,
         "linear_table_median_spread": float(np.median([s for t in tables for s in t.spread])),
-        "linear_shape_loo_median_abs_rel": get_shape_loo_error(LinearModel.from_tables(
-            tables, roof.peak_flops_per_s, gemv_bw, roof.overhead_s, get_dtype_bytes(dtype), alignment)),
+        "linear_shape_loo_median_abs_rel": get_shape_loo_error(replace(linear, shape_alignment=alignment)),
         "linear_small_m_loo_by_size": small_m_by_size, "linear_small_m_loo_by_class": small_m_by_class,
         "attention_median_spread": _median_spread(results, AttentionKey),
         "elementwise_median_spread": _median_spread(results, ElementwiseKey),
