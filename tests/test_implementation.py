@@ -427,20 +427,14 @@ def test_merging_runs_averages_the_concat_table_and_the_dispatch_cost():
     assert merge_dtype("fp32", [older, older]).kv_concat is None
 
 
-@pytest.mark.parametrize("batch, context, warned", [
-    (2, 8192, True),    # 2 x 4 KV heads x 8,193 positions x 64 x 4 B = 16.0 MiB per tensor, 2 x 8 layers: 256 MiB
-    (4, 2048, False),   # 8.0 MiB per tensor: below the churn range
-    (16, 2048, False),  # 32.0 MiB + 16 KiB: above glibc's mmap threshold, fresh pages the table prices
-])
-def test_a_cpu_profile_warns_where_transformers_cache_growth_churns_the_heap(batch, context, warned):
+@pytest.mark.parametrize("batch, context", [(2, 8192), (4, 2048), (16, 2048)])
+def test_a_cpu_profile_does_not_warn_of_heap_churn_it_does_not_see(batch, context):
+    """Regression: pricing transformers' cache growth with 12-32 MiB tensors in a step allocating more than 64 MiB
+    used to warn that the heap is trimmed and faulted in again within the step. Timed as `generate` grows it
+    (hf-llama-94m, batch 4-16, 1024-4096 tokens, 2-core Intel Xeon VM, 2026-12-03) the step took 18-73 minor faults
+    (under 0.3 MiB) and its concatenations ran as fast as with the cache rewound; what the table missed was a warm
+    destination block (`benchmarks.implementation.get_free_delay`), not page faults."""
     profile = str(ROOT / "tests" / "data" / "profiles" / "cpu-amd-epyc-2c.yaml")
     options = dict(weight_dtype="fp32", speculative=False, allow_long_context=True)
     hf = build_scenario(profile, "tiny-llama-123m", batch, context, implementation="hf", **options)
-    churn = [w for w in hf.warnings if "trim threshold" in w]
-    assert bool(churn) == warned
-    if warned:
-        assert "tensors of up to 16 MiB, 256 MiB per step" in churn[0]
-    reference = build_scenario(profile, "tiny-llama-123m", batch, context, **options)
-    assert not any("trim threshold" in w for w in reference.warnings)  # no concatenation, nothing to warn about
-    datasheet = build_scenario("a100", "tiny-llama-123m", batch, context, implementation="hf", **options)
-    assert not any("trim threshold" in w for w in datasheet.warnings)  # a GPU's caching allocator keeps blocks
+    assert not any("trim threshold" in w or "fault" in w for w in hf.warnings)

@@ -39,7 +39,7 @@ from ..ops.op_cost import OpCost
 from ..specs.measured import DtypeProfile
 from ..specs.hardware import HardwareSpec
 from ..errors import InputError
-from ..units import MIB, get_dtype_bytes, normalize_dtype
+from ..units import get_dtype_bytes, normalize_dtype
 from .base import AFTER_FORWARD_OPS, ELEMENTWISE_FAMILY, OpTime, RelativeSigmas, is_outside_in_model_scale
 from .linear_tables import LinearModel, get_shape_loo_error, get_warm_growth
 
@@ -102,15 +102,6 @@ class _DtypeModel:
     linear: LinearModel
     sigmas: RelativeSigmas
     warm: LinearModel | None = None  # the cache-warm small-shape tables, for how a cached GEMM grows with M
-
-
-#: glibc's mmap threshold once its dynamic rule has settled (DEFAULT_MMAP_THRESHOLD_MAX on 64-bit) and the trim
-#: threshold that goes with it, the limits `calibrate.measure.timers.default_process_heap` times transformers under
-GLIBC_MMAP_THRESHOLD_BYTES, GLIBC_TRIM_THRESHOLD_BYTES = 32 * MIB, 64 * MIB
-#: a concatenated cache's tensors from this size up to the mmap threshold, in a step that allocates more than the
-#: trim threshold, were priced low against the HF hold-out (docs/calibration.md, "What it changed, and what
-#: remains"): the heap is trimmed and faulted in again within the step, which the copy table does not see
-HEAP_CHURN_FROM_BYTES = 12 * MIB
 
 
 @dataclass(frozen=True)
@@ -364,7 +355,6 @@ class MeasuredTiming:
                 warnings.append(
                     f"profile {self.profile_name}: linears with up to {m_max:,.0f} rows exceed the largest measured "
                     f"M ({largest_m:,.0f}): extrapolated as compute-bound (each further row at the fitted peak)")
-        warnings += self._get_heap_churn_warnings(ops)
         calibrated = sorted({int(key.partition("_d")[2]) for key in dm.profile.attention if key.partition("_d")[2]})
         for op in ops:
             if op.kind == "attention" and calibrated:
@@ -375,24 +365,6 @@ class MeasuredTiming:
                         f"profile {self.profile_name}: attention over head_dim {head_dim} is priced from the fit "
                         f"measured at head_dim {nearest} (never below one query token on the same context)")
         return warnings
-
-    def _get_heap_churn_warnings(self, ops: list[OpCost]) -> list[str]:
-        if self.hw.measured.provenance.device_kind != "cpu":  # CUDA's caching allocator keeps freed blocks
-            return []
-        for op in ops:
-            if op.name != "kv_concat":
-                continue
-            allocation = np.asarray(op.dims["allocation_bytes"], dtype=float)
-            step = 2.0 * op.count * allocation  # keys and values of every layer
-            churn = ((allocation >= HEAP_CHURN_FROM_BYTES) & (allocation <= GLIBC_MMAP_THRESHOLD_BYTES)
-                     & (step > GLIBC_TRIM_THRESHOLD_BYTES))
-            if np.any(churn):
-                return [f"profile {self.profile_name}: the concatenated KV cache allocates tensors of up to "
-                        f"{float(np.max(allocation[churn])) / MIB:.0f} MiB, {float(np.max(step[churn])) / MIB:,.0f} MiB "
-                        "per step: under glibc's 32 MiB mmap threshold but beyond its 64 MiB trim threshold, so the "
-                        "step can fault its memory in afresh, which the copy table does not price (expect it slower; "
-                        "docs/calibration.md)"]
-        return []
 
 
 __all__ = ["MeasuredTiming", "ELEMENTWISE_FAMILY", "get_profile_sigmas"]
