@@ -4,7 +4,6 @@ About 0.1-0.5 s per dtype, however slow the dtype is: every probe is a handful o
 
 from __future__ import annotations
 
-import itertools
 import time
 
 import torch
@@ -29,7 +28,7 @@ def probe_speed(ctx: BenchContext) -> DeviceSpeed:
     k, n = PROBE_GEMV
     weights = ctx.rotating_weights(k, n)
     x1 = torch.randn(1, k, device=dev, dtype=dt)
-    it = itertools.cycle(weights)
+    it = ctx.cold_rotation(weights)
     gemv = timer.time(lambda: F.linear(x1, next(it)), min_calls=8, min_time_s=0.0, warmup_s=0.0)
     x4 = torch.randn(4, k, device=dev, dtype=dt)
     small = timer.time(lambda: F.linear(x4, next(it)), min_calls=10, min_time_s=0.0, warmup_s=0.0)

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import itertools
-
 import torch
 import torch.nn.functional as F
 
@@ -43,5 +41,5 @@ def reference_gemv(ctx: BenchContext) -> Timing:
     """The drift reference: a cold-weight GEMV of one fixed shape, timed at the start, middle and end of a run."""
     weights = ctx.rotating_weights(1536, 1536)
     x = torch.randn(1, 1536, device=ctx.torch_device, dtype=ctx.torch_dtype)
-    it = itertools.cycle(weights)
+    it = ctx.cold_rotation(weights)
     return ctx.timer.time(lambda: F.linear(x, next(it)), min_calls=20, min_time_s=0.05, max_calls=200)

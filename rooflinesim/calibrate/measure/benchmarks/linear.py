@@ -29,7 +29,7 @@ def _linear_runner(ctx: BenchContext, k: int, n: int, m: int):
         tiny = (k, n) in {tuple(s) for s in ctx.plan.overhead_shapes}
         weights = ctx.rotating_weights(k, n, MAX_OVERHEAD_SHAPE_COPIES * k * n * ctx.bytes if tiny else None)
         x = torch.randn(m, k, device=ctx.torch_device, dtype=ctx.torch_dtype)
-        it = itertools.cycle(weights)
+        it = itertools.cycle(weights) if tiny else ctx.cold_rotation(weights)
         return ctx.time(lambda: F.linear(x, next(it)))
     return run
 
