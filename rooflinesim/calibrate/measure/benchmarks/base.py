@@ -105,8 +105,8 @@ class BenchContext:
 
         Why: each point used to start at the pool's first view, which the points before it had just read. With few
         calls per point (--quick) on a VM whose caches held 128 MiB at 1.2x the cold rate, the quick tables priced
-        the same shapes 25-35 % faster than a full run's (1536 x 4096 at M = 1: 551 against 800 us; 2-core Intel
-        Xeon VM, fp32, 2026-12-03), and the in-model scale rose to 1.25-1.31 to make up for it."""
+        the shapes they share with a full run 21-27 % faster (median; 1536 x 4096 at M = 1: 551 against 800 us,
+        2-core Intel Xeon VM, fp32), and the in-model scale rose to 1.25-1.31 to make up for it."""
         per = weights[0].numel()  # view i is the pool's elements [i * per, (i + 1) * per)
         i = -(-self._pool_cursor // per) % len(weights)
         while True:

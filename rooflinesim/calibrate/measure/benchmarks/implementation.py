@@ -24,8 +24,8 @@ import math
 import torch
 
 from ....units import MIB
-from ...fitting.measurements import ImplementationKey
 from ....specs.measured import FRESH_ALLOCATION_BYTES
+from ...fitting.measurements import ImplementationKey
 from ...fitting.plan import CONCAT_CALLS, KV_CONCAT_HEAD_DIM as HEAD_DIM, KV_CONCAT_HEADS as KV_HEADS, \
     get_kv_concat_allocation_bytes, get_kv_concat_positions
 from ..timers import default_process_heap
@@ -102,7 +102,7 @@ def get_free_delay(allocation_bytes: float, copies: int) -> int:
     cache) ago; none from the threshold up, where every new tensor is mapped afresh wherever the old one went.
 
     Why: with the replaced caches freed at once, the 6-16 MiB points wrote into the block their previous call had
-    just read, warm. On the 2-core Intel Xeon VM (fp32, 2 threads, 2026-12-03) a 6 MiB point read 34 GB/s that way and
+    just read, warm. On the 2-core Intel Xeon VM (fp32, 2 threads) a 6 MiB point read 34 GB/s that way and
     26-28 GB/s with the free put off by 4-16 calls, and hf-llama-94m's own step spent 580 us per 6 MiB concatenation
     at batch 4 and 2048 tokens (22 GB/s), timed inside `generate`'s step without the profiler."""
     if allocation_bytes >= FRESH_ALLOCATION_BYTES:
