@@ -3,17 +3,19 @@
 # window: a --quick calibration (timed: the <= 30 s goal), the full calibration sized to $BUDGET seconds, the
 # speculative loop on real acceptance (`acceptance validate`), the measured serving loop (`validate --serve`), and the
 # validation of both profiles on the full grid (named hold-outs, the randomised family, the speculative loop, every
-# dtype). The profiles note the CPU pressure and the CLI warns when other processes contended.
+# dtype), then on the hold-outs written outside the project (`validate --family hf,gptfast,project`; hf needs
+# rooflinesim[hf]). The profiles note the CPU pressure and the CLI warns when other processes contended.
 #
 #   BUDGET=360 bash scripts/calibrate-cpu.sh   # ~20 s quick + ~5 min calibrate + ~2 min acceptance + ~3 min
-#                                              # serving loop + 2 x ~4 min validate (2-core CPU)
+#                                              # serving loop + 2 x ~4 min validate + 2 x ~2 min --family (2-core CPU)
 #
 # The loops run right after the calibration; each validation states how far the machine's speed was from the
 # profile's while it ran (rooflinesim.calibrate.measure.anchor).
 #
 # Writes into calibrate/<device-slug>/ (calibrate/README.md): <device-slug>{,-quick}.yaml, their
-# -validation.{json,png}, <device-slug>-acceptance-loop.{json,png}, <device-slug>-serve-validation.{json,png} and the
-# logs in logs/<device-slug>-*.log. Move the files a run replaces into history/<YYYY-MM-DD>/ first and index them.
+# -validation.{json,png} and -hf-gptfast-project-validation.json, <device-slug>-acceptance-loop.{json,png},
+# <device-slug>-serve-validation.{json,png} and the logs in logs/<device-slug>-*.log. Move the files a run replaces
+# into history/<YYYY-MM-DD>/ first and index them.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export PYTHONPATH="$PWD" PYTHONUNBUFFERED=1
@@ -41,4 +43,16 @@ QUICK_DIR=$(mktemp -d)
 timeout 2400 python3 -m rooflinesim.cli validate --profile "$DIR/$NAME-quick.yaml" --out-dir "$QUICK_DIR" \
     --no-progress 2>&1 | tee "$LOG-validate-quick.log"
 for ext in json png; do mv "$QUICK_DIR/$NAME-validation.$ext" "$DIR/$NAME-quick-validation.$ext"; done
+# the hold-outs nobody in the project wrote (Hugging Face transformers models, a gpt-fast-style decoder) beside the
+# project's own family, against both profiles: the README's accuracy headline
+FAMILIES=gptfast,project
+if python3 -c "import transformers" 2>/dev/null; then FAMILIES=hf,$FAMILIES; else
+    echo "transformers is not importable (pip install -e '.[hf]'): the HF hold-out is left out"
+fi
+timeout 1200 python3 -m rooflinesim.cli validate --family "$FAMILIES" --profile "$DIR/$NAME.yaml" --out-dir "$DIR" \
+    --no-progress 2>&1 | tee "$LOG-validate-family.log"
+timeout 1200 python3 -m rooflinesim.cli validate --family "$FAMILIES" --profile "$DIR/$NAME-quick.yaml" \
+    --out-dir "$QUICK_DIR" --no-progress 2>&1 | tee "$LOG-validate-family-quick.log"
+REPORT="${FAMILIES//,/-}-validation.json"
+mv "$QUICK_DIR/$NAME-$REPORT" "$DIR/$NAME-quick-$REPORT"
 echo "done; load: $(cut -d' ' -f1-3 /proc/loadavg), cpu pressure: $(head -1 /proc/pressure/cpu 2>/dev/null)"

@@ -21,8 +21,13 @@ CALIBRATE = ROOT / "calibrate"
 DEVICES = sorted(p for p in CALIBRATE.iterdir() if p.is_dir())
 #: the current profiles (full and quick) of every device, history left out
 PROFILES = sorted(p for device in DEVICES for p in device.glob("*.yaml"))
+#: `validate --family` reports: <profile stem>-<families joined by '-'>-validation.json
+FAMILY_REPORT = re.compile(r"(?P<stem>.+?)-(?P<families>(?:hf|gptfast|project)(?:-(?:hf|gptfast|project))*)"
+                           r"-validation\.json")
+FAMILY_REPORTS = sorted(p for device in DEVICES for p in device.glob("*-validation.json")
+                        if FAMILY_REPORT.fullmatch(p.name))
 REPORTS = sorted(p for device in DEVICES for p in device.glob("*-validation.json")
-                 if not p.name.endswith("-serve-validation.json"))
+                 if not p.name.endswith("-serve-validation.json") and p not in FAMILY_REPORTS)
 SERVE_REPORTS = sorted(p for device in DEVICES for p in device.glob("*-serve-validation.json"))
 HISTORY = sorted(p for device in DEVICES for p in (device / "history").glob("*") if p.is_dir())
 
@@ -74,6 +79,30 @@ def test_committed_reports_exist_and_round_trip_byte_for_byte():
         report = load_validation_report(path)
         assert report.by_dtype and report.dtype in report.by_dtype
         assert validation_report_json(report) == path.read_text()
+
+
+@pytest.mark.parametrize("path", FAMILY_REPORTS, ids=lambda p: p.name)
+def test_committed_family_reports_summarise_their_own_rows(path):
+    """A `validate --family` report belongs to a profile committed beside it, and each dtype's per-family median and p90
+    are those of its own rows (recomputed here, not read back)."""
+    import json
+
+    import numpy as np
+
+    match = FAMILY_REPORT.fullmatch(path.name)
+    assert path.with_name(f"{match['stem']}.yaml").is_file(), f"{path.name}: no profile {match['stem']}.yaml beside it"
+    report = json.loads(path.read_text())
+    families = match["families"].split("-")
+    for dtype, one in report["by_dtype"].items():
+        assert one["dtype"] == dtype and one["families"] == families
+        for family in families:
+            rows = [r for r in one["configs"] if r["family"] == family]
+            assert rows, f"{path.name} {dtype}: no {family} rows"
+            errors = np.abs(np.array([r["predicted_s"] for r in rows]) / np.array([r["measured_s"] for r in rows]) - 1)
+            summary = one["summary"][family]["calibrated"]
+            assert summary["n"] == len(rows)
+            assert summary["median_ape"] == pytest.approx(float(np.median(errors)), rel=1e-9)
+            assert summary["p90_ape"] == pytest.approx(float(np.quantile(errors, 0.9)), rel=1e-9)
 
 
 @pytest.mark.parametrize("path", SERVE_REPORTS, ids=lambda p: p.name)
