@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 from rooflinesim.calibrate.fitting.merge import merge_profiles
 from rooflinesim.specs.workload import Workload
 from rooflinesim.pricing.predict import predict
-from rooflinesim.specs.profiles import get_host_cpu_model, get_host_notice, write_profile
+from rooflinesim.specs.profiles import get_host_cpu_isa, get_host_cpu_model, get_host_notice, write_profile
 from rooflinesim.scenario.builder import build_scenario
 from rooflinesim.errors import InputError
 from rooflinesim.timing import get_timing_model
@@ -229,3 +229,34 @@ def test_cli_merge_writes_a_profile_and_refuses_other_devices_in_one_line(tmp_pa
                              capture_output=True, text=True)
     assert refused.returncode == 2 and len(refused.stderr.strip().splitlines()) == 1
     assert not (tmp_path / "e.yaml").exists()
+
+
+@pytest.mark.parametrize("flags, isa", [("fpu sse2 avx avx2 avx512f avx512_bf16 amx_bf16", "avx512"),
+                                        ("fpu sse2 avx avx2 fma", "avx2"), ("fpu sse2 avx", "avx"), ("fpu sse2", "")])
+def test_host_cpu_isa_is_the_widest_vector_extension_in_the_flags(tmp_path, flags, isa):
+    info = tmp_path / "cpuinfo"
+    info.write_text(f"processor\t: 0\nmodel name\t: AMD EPYC\nflags\t\t: {flags}\n")
+    assert get_host_cpu_isa(info) == isa
+    assert get_host_cpu_isa(tmp_path / "missing") == ""
+
+
+def test_host_notice_tells_apart_two_hosts_of_one_model_name_by_their_vector_extension():
+    """A Zen 3 and a Zen 4 'AMD EPYC' share the model name; a profile recording AVX-512 does not describe the AVX2
+    host. One measured before host_isa was recorded is compared by name only (no notice on a same-named host)."""
+    measured = make_profile().measured
+    assert measured.provenance.host_isa is None
+    assert get_host_notice(measured, host_cpu="Test CPU", host_isa="avx2") == []
+    prov = measured.provenance.model_copy(update={"host_isa": "avx512"})
+    recorded = measured.model_copy(update={"provenance": prov})
+    assert get_host_notice(recorded, host_cpu="Test CPU", host_isa="avx512") == []
+    (line,) = get_host_notice(recorded, host_cpu="Test CPU", host_isa="avx2")
+    assert "host Test CPU, avx512" in line and "(Test CPU, avx2)" in line
+
+
+def test_cpu_slug_names_the_vector_extension_below_avx512_only():
+    from rooflinesim.calibrate.measure.timers import get_cpu_slug
+
+    assert get_cpu_slug("AMD EPYC", "avx512", 2) == "cpu-amd-epyc-2c"  # the committed folders keep their names
+    assert get_cpu_slug("AMD EPYC", "avx2", 2) == "cpu-amd-epyc-avx2-2c"
+    assert get_cpu_slug("Intel(R) Xeon(R) Processor", "avx512", 2) == "cpu-intel-xeon-2c"
+    assert get_cpu_slug("Neoverse-N1", "", 4) == "cpu-neoverse-n1-4c"

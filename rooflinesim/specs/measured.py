@@ -87,6 +87,9 @@ class Provenance(SpecModel):
     device_kind: Literal["cpu", "cuda"]
     device_name: str
     host_cpu: str
+    host_isa: Optional[str] = Field(
+        None, description="the host's widest x86 vector extension (specs.profiles.get_host_cpu_isa); absent in "
+                          "profiles measured before it was recorded")
     torch_version: str
     dtypes: StrTuple
     threads: int = Field(gt=0)

@@ -102,17 +102,41 @@ def get_host_cpu_model(cpuinfo: str | Path = "/proc/cpuinfo") -> str:
     return platform.processor() or platform.machine() or "unknown CPU"
 
 
-def get_host_notice(measured, host_cpu: str | None = None) -> list[str]:
+#: the widest x86 vector extension a CPU's flags name, widest first (torch's CPU kernels are built per level)
+_X86_VECTOR_LEVELS = (("avx512f", "avx512"), ("avx2", "avx2"), ("avx", "avx"))
+
+
+def get_host_cpu_isa(cpuinfo: str | Path = "/proc/cpuinfo") -> str:
+    """This machine's widest x86 vector extension ('avx512', 'avx2', 'avx'), read from /proc/cpuinfo's flags; '' where
+    there are no x86 flags. Two hosts may share a model name ("AMD EPYC" under a hypervisor is Zen 3 or Zen 4) and run
+    different kernels: a profile of one does not describe the other."""
+    try:
+        with open(cpuinfo) as f:
+            for line in f:
+                if line.lower().startswith("flags"):
+                    flags = set(line.split(":", 1)[1].split())
+                    return next((level for flag, level in _X86_VECTOR_LEVELS if flag in flags), "")
+    except OSError:
+        pass
+    return ""
+
+
+def get_host_notice(measured, host_cpu: str | None = None, host_isa: str | None = None) -> list[str]:
     """One line naming the device a profile's numbers describe, when it was measured on another host than this one
-    (its recorded host CPU differs); nothing when it is this machine's."""
+    (its recorded host CPU or vector extension differs); nothing when it is this machine's."""
     prov = measured.provenance
     here = host_cpu if host_cpu is not None else get_host_cpu_model()
-    if prov.host_cpu.strip() == here.strip():
+    here_isa = host_isa if host_isa is not None else get_host_cpu_isa()
+    # a profile measured before host_isa was recorded is compared by model name only, and named without one
+    recorded = prov.host_isa is not None
+    if prov.host_cpu.strip() == here.strip() and (not recorded or prov.host_isa == here_isa):
         return []
+    there_label = f"{prov.host_cpu}, {prov.host_isa}" if recorded and prov.host_isa else prov.host_cpu
+    here_label = f"{here}, {here_isa}" if recorded and here_isa else here
     return [f"profile {measured.profile_name} describes {prov.device_name} ({prov.device_kind}, {prov.threads} threads, "
-            f"host {prov.host_cpu}, measured {prov.date[:10]}), not this machine ({here}): its times are that "
+            f"host {there_label}, measured {prov.date[:10]}), not this machine ({here_label}): its times are that "
             "device's"]
 
 
 __all__ = ["load_profile", "dump_profile_yaml", "write_profile", "apply_calibration", "get_host_cpu_model",
-           "get_host_notice"]
+           "get_host_cpu_isa", "get_host_notice"]

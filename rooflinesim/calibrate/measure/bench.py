@@ -56,7 +56,7 @@ from ..fitting.pacing import budget_action
 from ..fitting.plan import (
     ALWAYS_MEASURED_M, HOLD_OUT_MODELS, Plan, check_hold_out, drop_oversized_served_shapes, get_served_shapes,
 )
-from .timers import Device, Timer, get_host_cpu_model, get_torch_dtype
+from .timers import Device, Timer, get_host_cpu_isa, get_host_cpu_model, get_torch_dtype
 
 
 
@@ -328,7 +328,7 @@ def build_profile_spec(device: Device, profiles: dict, plans: dict, command: str
                    "tensors vs their size, and dispatch_s, the slope of a loop of tiny aten calls "
                    "(calibrate.measure.benchmarks.implementation). ")
     prov = Provenance(
-        device_kind=device.kind, device_name=device.name, host_cpu=get_host_cpu_model(),
+        device_kind=device.kind, device_name=device.name, host_cpu=get_host_cpu_model(), host_isa=get_host_cpu_isa(),
         torch_version=torch.__version__, dtypes=dtypes, threads=device.threads, date=now, command=command,
         duration_s=round(duration, 2), quick=quick,
         budget_s=None if budget is None or budget.budget_s is None else float(budget.budget_s),

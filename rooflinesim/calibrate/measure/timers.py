@@ -23,7 +23,7 @@ from typing import Callable
 
 import torch
 
-from ...specs.profiles import get_host_cpu_model
+from ...specs.profiles import get_host_cpu_isa, get_host_cpu_model
 from ...errors import InputError
 from .backends import CpuBackend, CudaBackend, DeviceBackend
 from ..fitting.measurements import Timing
@@ -148,8 +148,17 @@ def select_device(requested: str = "auto", threads: int | None = None) -> Device
     torch.set_num_threads(n)
     kept = keep_freed_host_memory()
     cpu = get_host_cpu_model()
-    return Device("cpu", f"{cpu} ({n} threads)", f"cpu-{_slugify(cpu)}-{n}c", n, torch.device("cpu"),
+    return Device("cpu", f"{cpu} ({n} threads)", get_cpu_slug(cpu, get_host_cpu_isa(), n), n, torch.device("cpu"),
                   host_memory_kept=kept)
+
+
+def get_cpu_slug(cpu_model: str, isa: str, threads: int) -> str:
+    """The folder and profile name of a CPU: model, vector extension unless AVX-512, threads. The first profiles
+    (calibrate/) were all measured on AVX-512 hosts and are named without it; a host of the same model name without
+    AVX-512 (a Zen 3 "AMD EPYC" beside a Zen 4 one) runs other kernels and gets its own name, e.g.
+    cpu-amd-epyc-avx2-2c."""
+    tag = f"-{isa}" if isa and isa != "avx512" else ""
+    return f"cpu-{_slugify(cpu_model)}{tag}-{threads}c"
 
 
 class Timer:
