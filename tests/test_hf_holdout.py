@@ -264,6 +264,29 @@ def test_speed_factor_is_the_geometric_mean_of_the_anchors():
     assert speed_factor({"median_ratio": None}) is None and speed_factor(None) is None
 
 
+def test_the_speed_verdict_says_which_way_the_machine_moved():
+    """Regression: a machine running faster than when its profile was measured (anchor times now / then below 1, as
+    on the 2-core Zen 3 VM of 2026-12-07: forward 0.60x) was reported as 'not as fast'."""
+    from rich.console import Console
+
+    from rooflinesim.calibrate.external.external_validate import get_speed_direction, print_external_report
+
+    assert get_speed_direction({"gemm": 0.99, "forward": 0.60, "stream": 0.88}) == "faster"
+    assert get_speed_direction({"gemm": 1.3, "forward": 1.01}) == "slower"
+    assert get_speed_direction({"gemm": 0.8, "forward": 1.2}) == "at another speed"
+    summary = {"calibrated": {"median_ape": 0.1, "p90_ape": 0.2, "n": 1}, "roofline": {"median_ape": 0.3,
+               "p90_ape": 0.4, "n": 1}, "median_signed_error": 0.1, "coverage": 1.0, "interval_half_width": 0.2,
+               "speed_adjusted": {"median_ape": 0.05, "p90_ape": 0.1, "n": 1}, "speed_factor": 0.8}
+    report = {"device": "cpu", "dtype": "fp32", "profile": "p.yaml", "summary": {"hf": summary},
+              "by_model": {"m": summary}, "configs": [{"family": "hf", "model": "m"}],
+              "anchor": {"median_ratio": {"gemm": 0.99, "forward": 0.60}, "matches_profile": False}}
+    console = Console(record=True, width=200)
+    print_external_report(report, console)
+    text = console.export_text()
+    assert "the machine ran faster than when the profile was measured" in text and "not as fast" not in text
+    assert "predictions x 0.80 (the machine's speed now against then)" in text
+
+
 @needs_hf
 def test_the_moe_hold_out_runs_the_experts_implementation_the_profile_prices(monkeypatch):
     """transformers falls back to its eager per-expert loop, silently, where grouped_mm cannot dispatch; the hold-out

@@ -75,6 +75,16 @@ def speed_factor(anchor_report: dict | None) -> float | None:
     return float(np.exp(np.mean(np.log(parts)))) if parts else None
 
 
+def get_speed_direction(median_ratio: dict) -> str:
+    """'slower', 'faster' or 'at another speed' (some anchors each way), from the anchors' time ratios now / then."""
+    ratios = [value for value in median_ratio.values() if value]
+    if ratios and all(value >= 1.0 for value in ratios):
+        return "slower"
+    if ratios and all(value <= 1.0 for value in ratios):
+        return "faster"
+    return "at another speed"
+
+
 def _base_hardware(hw):
     try:
         return load_hardware(hw.measured.base_hardware)
@@ -200,14 +210,16 @@ def print_external_report(report: dict, console=None) -> None:
     if anchor and anchor.get("median_ratio"):
         ratios = ", ".join(f"{k} {v:.2f}x" for k, v in anchor["median_ratio"].items())
         then = "the model's terms were" if anchor.get("against") == "model terms" else "the profile was"
-        verdict = "" if anchor["matches_profile"] else f" (outside tolerance: the machine was not as fast as when " \
-            f"{then} measured; errors measure the machine's state as much as the model)"
+        verdict = "" if anchor["matches_profile"] else f" (outside tolerance: the machine ran " \
+            f"{get_speed_direction(anchor['median_ratio'])} than when {then} measured; errors measure the machine's " \
+            "state as much as the model)"
         console.print(f"machine speed vs {'the model terms' if anchor.get('against') == 'model terms' else 'the profile'}"
                       f" (anchor time now / then): {ratios}{verdict}")
         for family, summary in report["summary"].items():
             if "speed_adjusted" in summary:
                 adj = summary["speed_adjusted"]
-                console.print(f"  {family}: predictions x {summary['speed_factor']:.2f} (the machine's slowdown): "
+                console.print(f"  {family}: predictions x {summary['speed_factor']:.2f} (the machine's speed now "
+                              "against then): "
                               f"median {adj['median_ape']:.1%}, p90 {adj['p90_ape']:.1%} (a diagnostic only)")
 
 
