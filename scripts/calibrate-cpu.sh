@@ -20,20 +20,18 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 export PYTHONPATH="$PWD" PYTHONUNBUFFERED=1
 BUDGET=${BUDGET:-360}
-# bf16 where the CPU has bf16 dot products (avx512_bf16, amx_bf16): elsewhere torch runs it by conversion, several
-# times slower than fp32 (2-core Zen 3, AVX2: 17 GFLOP/s against 83), a dtype nobody serves there, and its
-# validation would outrun the timeouts below. DTYPES=fp32,bf16 asks for it anyway.
-if [ -z "${DTYPES:-}" ]; then
-    if grep -qwE "avx512_bf16|amx_bf16" /proc/cpuinfo 2>/dev/null; then DTYPES=fp32,bf16; else DTYPES=fp32; fi
-fi
+# calibrate's own default dtypes (fp32, and bf16 where the CPU has bf16 dot products: without them torch converts,
+# and the bf16 validations would outrun the timeouts below); DTYPES=fp32,bf16 asks for others
+DTYPE_ARGS=()
+if [ -n "${DTYPES:-}" ]; then DTYPE_ARGS=(--dtype "$DTYPES"); fi
 NAME=$(python3 -c "from rooflinesim.calibrate.measure.timers import select_device; print(select_device('cpu').slug)")
 DIR="calibrate/$NAME"
 mkdir -p "$DIR/logs"
 LOG="$DIR/logs/$NAME"
-echo "device $NAME, dtypes $DTYPES, load: $(cut -d' ' -f1-3 /proc/loadavg), cpu pressure: $(head -1 /proc/pressure/cpu 2>/dev/null)"
-/usr/bin/time -f "quick calibrate wall %e s" python3 -m rooflinesim.cli calibrate --quick --dtype "$DTYPES" --no-progress \
+echo "device $NAME, dtypes ${DTYPES:-the default}, load: $(cut -d' ' -f1-3 /proc/loadavg), cpu pressure: $(head -1 /proc/pressure/cpu 2>/dev/null)"
+/usr/bin/time -f "quick calibrate wall %e s" python3 -m rooflinesim.cli calibrate --quick "${DTYPE_ARGS[@]}" --no-progress \
     --out "$DIR/$NAME-quick.yaml" 2>&1 | tee "$LOG-calibrate-quick.log"
-timeout $((BUDGET + 300)) python3 -m rooflinesim.cli calibrate --budget "$BUDGET" --dtype "$DTYPES" --no-progress \
+timeout $((BUDGET + 300)) python3 -m rooflinesim.cli calibrate --budget "$BUDGET" "${DTYPE_ARGS[@]}" --no-progress \
     --out "$DIR/$NAME.yaml" 2>&1 | tee "$LOG-calibrate.log"
 # the measured loops first, closest in time to the calibration (each also re-times the profile's machine-speed
 # anchors and reports how far the machine's speed was from the profile's while it ran)

@@ -176,7 +176,9 @@ def build_parser(raising: bool = False) -> argparse.ArgumentParser:
 
     p = sub.add_parser("calibrate", help="measure this device with torch microbenchmarks and write a profile YAML")
     p.add_argument("--device", default="auto", help="auto, cpu or cuda (default auto)")
-    p.add_argument("--dtype", default="fp32,bf16", help="compute dtypes to measure, e.g. bf16,fp32 (default fp32,bf16)")
+    p.add_argument("--dtype", default=None, help="compute dtypes to measure, e.g. bf16,fp32 (default: fp32, and bf16 "
+                                                 "where the device computes it natively: CUDA, or a CPU with "
+                                                 "avx512_bf16 / amx_bf16; --model: the profile's dtypes)")
     p.add_argument("--threads", type=int, default=None, help="CPU threads (default: torch's; recorded in the profile)")
     p.add_argument("--quick", action="store_true", help="a run sized to <= 30 s on any CPU (the quick plan or less)")
     p.add_argument("--budget", type=float, default=None, metavar="SECONDS",

@@ -76,8 +76,9 @@ def cmd_calibrate(args) -> int:
         raise InputError(f"--budget must be a positive number of seconds, got {args.budget}")
     _import_torch_or_fail()
     _check_threads(args.threads)
-    dtypes = tuple(dict.fromkeys(normalize_dtype(d) for d in args.dtype.split(",") if d.strip()))
-    if not dtypes:
+    dtypes = None if args.dtype is None else tuple(dict.fromkeys(normalize_dtype(d) for d in args.dtype.split(",")
+                                                                  if d.strip()))
+    if dtypes == ():
         raise InputError("--dtype needs at least one dtype, e.g. --dtype fp32,bf16")
     from ..specs.registry import load_model
 
@@ -88,9 +89,10 @@ def cmd_calibrate(args) -> int:
         check_output_path(args.out, "profile (--out)", (".yaml", ".yml"), create_parent=True)
     from ..calibrate.measure.bench import run_calibration
     from ..specs.profiles import write_profile
-    from ..calibrate.measure.timers import select_device
+    from ..calibrate.measure.timers import get_default_calibration_dtypes, select_device
 
     device = select_device(args.device, args.threads)
+    dtypes = dtypes or get_default_calibration_dtypes(device)
     out = Path(args.out) if args.out else Path("calibrate") / device.slug / f"{device.slug}.yaml"  # calibrate/README.md
     check_output_path(out, "profile (--out)", (".yaml", ".yml"), create_parent=True)
     command = "rooflinesim " + " ".join(shlex.quote(a) for a in sys.argv[1:]) if sys.argv[1:2] == ["calibrate"] else (
@@ -161,7 +163,8 @@ def cmd_calibrate_model(args) -> int:
     hw = load_profile(profile_path)
     out = Path(args.out or profile_path)
     check_output_path(out, "profile (--out)", (".yaml", ".yml"), create_parent=True)
-    asked = [normalize_dtype(d) for d in args.dtype.split(",") if d.strip()]
+    asked = list(hw.measured.dtypes) if args.dtype is None else [normalize_dtype(d) for d in args.dtype.split(",")
+                                                                  if d.strip()]
     dtypes = [d for d in asked if d in hw.measured.dtypes]
     if not dtypes:
         raise InputError(f"{profile_path} measured {', '.join(hw.measured.dtypes)}; --dtype asked for "

@@ -121,6 +121,23 @@ def get_host_cpu_isa(cpuinfo: str | Path = "/proc/cpuinfo") -> str:
     return ""
 
 
+#: CPU flags (x86 /proc/cpuinfo "flags", Arm "Features") that mean bf16 dot products in hardware
+_BF16_FLAGS = frozenset({"avx512_bf16", "amx_bf16", "bf16"})
+
+
+def host_cpu_has_bf16(cpuinfo: str | Path = "/proc/cpuinfo") -> bool:
+    """Whether this CPU computes bf16 natively (avx512_bf16, amx_bf16; Arm's bf16). Elsewhere torch runs bf16 by
+    converting to fp32: several times slower than fp32 (2-core Zen 3: 17 against 83 GFLOP/s at M = 512)."""
+    try:
+        with open(cpuinfo) as f:
+            for line in f:
+                if line.lower().startswith(("flags", "features")):
+                    return bool(_BF16_FLAGS & set(line.split(":", 1)[1].split()))
+    except OSError:
+        pass
+    return False
+
+
 def get_host_notice(measured, host_cpu: str | None = None, host_isa: str | None = None) -> list[str]:
     """One line naming the device a profile's numbers describe, when it was measured on another host than this one
     (its recorded host CPU or vector extension differs); nothing when it is this machine's."""
@@ -139,4 +156,4 @@ def get_host_notice(measured, host_cpu: str | None = None, host_isa: str | None 
 
 
 __all__ = ["load_profile", "dump_profile_yaml", "write_profile", "apply_calibration", "get_host_cpu_model",
-           "get_host_cpu_isa", "get_host_notice"]
+           "get_host_cpu_isa", "get_host_notice", "host_cpu_has_bf16"]

@@ -23,7 +23,7 @@ from typing import Callable
 
 import torch
 
-from ...specs.profiles import get_host_cpu_isa, get_host_cpu_model
+from ...specs.profiles import get_host_cpu_isa, get_host_cpu_model, host_cpu_has_bf16
 from ...errors import InputError
 from .backends import CpuBackend, CudaBackend, DeviceBackend
 from ..fitting.measurements import Timing
@@ -150,6 +150,13 @@ def select_device(requested: str = "auto", threads: int | None = None) -> Device
     cpu = get_host_cpu_model()
     return Device("cpu", f"{cpu} ({n} threads)", get_cpu_slug(cpu, get_host_cpu_isa(), n), n, torch.device("cpu"),
                   host_memory_kept=kept)
+
+
+def get_default_calibration_dtypes(device: Device) -> tuple[str, ...]:
+    """What `calibrate` measures unless --dtype says: fp32, and bf16 where the device computes it natively (CUDA, or
+    a CPU with bf16 dot products). A CPU without them runs bf16 by conversion, a dtype nobody serves there, and its
+    bf16 tables would take most of a time budget."""
+    return ("fp32", "bf16") if device.is_cuda or host_cpu_has_bf16() else ("fp32",)
 
 
 def get_cpu_slug(cpu_model: str, isa: str, threads: int) -> str:
