@@ -102,6 +102,18 @@ def get_host_cpu_model(cpuinfo: str | Path = "/proc/cpuinfo") -> str:
     return platform.processor() or platform.machine() or "unknown CPU"
 
 
+def _get_host_cpu_flags(cpuinfo: str | Path = "/proc/cpuinfo") -> frozenset[str]:
+    """The first CPU's feature flags from /proc/cpuinfo (x86 "flags", Arm "Features"); empty where there is none."""
+    try:
+        with open(cpuinfo) as f:
+            for line in f:
+                if line.lower().startswith(("flags", "features")):
+                    return frozenset(line.split(":", 1)[1].split())
+    except OSError:
+        pass
+    return frozenset()
+
+
 #: the widest x86 vector extension a CPU's flags name, widest first (torch's CPU kernels are built per level)
 _X86_VECTOR_LEVELS = (("avx512f", "avx512"), ("avx2", "avx2"), ("avx", "avx"))
 
@@ -110,15 +122,8 @@ def get_host_cpu_isa(cpuinfo: str | Path = "/proc/cpuinfo") -> str:
     """This machine's widest x86 vector extension ('avx512', 'avx2', 'avx'), read from /proc/cpuinfo's flags; '' where
     there are no x86 flags. Two hosts may share a model name ("AMD EPYC" under a hypervisor is Zen 3 or Zen 4) and run
     different kernels: a profile of one does not describe the other."""
-    try:
-        with open(cpuinfo) as f:
-            for line in f:
-                if line.lower().startswith("flags"):
-                    flags = set(line.split(":", 1)[1].split())
-                    return next((level for flag, level in _X86_VECTOR_LEVELS if flag in flags), "")
-    except OSError:
-        pass
-    return ""
+    flags = _get_host_cpu_flags(cpuinfo)
+    return next((level for flag, level in _X86_VECTOR_LEVELS if flag in flags), "")
 
 
 #: CPU flags (x86 /proc/cpuinfo "flags", Arm "Features") that mean bf16 dot products in hardware
@@ -128,14 +133,7 @@ _BF16_FLAGS = frozenset({"avx512_bf16", "amx_bf16", "bf16"})
 def host_cpu_has_bf16(cpuinfo: str | Path = "/proc/cpuinfo") -> bool:
     """Whether this CPU computes bf16 natively (avx512_bf16, amx_bf16; Arm's bf16). Elsewhere torch runs bf16 by
     converting to fp32: several times slower than fp32 (2-core Zen 3: 17 against 83 GFLOP/s at M = 512)."""
-    try:
-        with open(cpuinfo) as f:
-            for line in f:
-                if line.lower().startswith(("flags", "features")):
-                    return bool(_BF16_FLAGS & set(line.split(":", 1)[1].split()))
-    except OSError:
-        pass
-    return False
+    return bool(_BF16_FLAGS & _get_host_cpu_flags(cpuinfo))
 
 
 def get_host_notice(measured, host_cpu: str | None = None, host_isa: str | None = None) -> list[str]:
