@@ -264,7 +264,9 @@ def test_every_concat_point_turns_over_its_copies_once_before_it_is_timed(monkey
     cats = []
     real_cat = torch.cat
     monkeypatch.setattr(I.torch, "cat", lambda *a, **k: (cats.append(1), real_cat(*a, **k))[1])
-    monkeypatch.setattr(I, "COLD_POOL_BYTES", 4 * 2**20)
+    from rooflinesim.calibrate.fitting import budget
+
+    monkeypatch.setattr(budget, "KV_CONCAT_COLD_POOL_BYTES", 4 * 2**20)
     backend = SimpleNamespace(last_level_cache_bytes=lambda: 2**20)
     seen = {}
 
@@ -294,8 +296,10 @@ def test_a_heap_concat_point_frees_the_caches_it_replaced_half_its_copies_later(
 
     from rooflinesim.calibrate.measure.benchmarks import implementation as I
 
+    from rooflinesim.calibrate.fitting import budget
+
     mib = 2**20
-    monkeypatch.setattr(I, "COLD_POOL_BYTES", 8 * mib)
+    monkeypatch.setattr(budget, "KV_CONCAT_COLD_POOL_BYTES", 8 * mib)
     backend = SimpleNamespace(last_level_cache_bytes=lambda: mib)
     alive_after = {}
 
@@ -438,3 +442,26 @@ def test_a_cpu_profile_does_not_warn_of_heap_churn_it_does_not_see(batch, contex
     options = dict(weight_dtype="fp32", speculative=False, allow_long_context=True)
     hf = build_scenario(profile, "tiny-llama-123m", batch, context, implementation="hf", **options)
     assert not any("trim threshold" in w or "fault" in w for w in hf.warnings)
+
+
+def test_the_budget_prices_the_concat_copies_the_benchmark_allocates():
+    """Regression: the estimate assumed a 64 MiB pool of copies whatever the cache, while the benchmark sizes it at
+    twice the last-level cache. On the 2-core Intel Xeon VM (480 MiB of last-level cache in sysfs) the quick plan's
+    implementation family, priced at 1.3 s, took 10.2 s: its 48 MiB point filled and turned over 10 copies, not 1."""
+    from rooflinesim.calibrate.fitting.budget import DeviceSpeed, estimate_key_s, get_kv_concat_copies, get_level_plan
+    from rooflinesim.calibrate.fitting.measurements import ImplementationKey
+    from rooflinesim.calibrate.measure.timers import select_device
+
+    mib = 2**20
+    assert get_kv_concat_copies(48 * mib, 480 * mib) == 10  # 960 MiB / 96 MiB
+    assert get_kv_concat_copies(48 * mib, 32 * mib) == 1  # 64 MiB hold one copy of two 48 MiB caches
+    assert get_kv_concat_copies(0.5 * mib, 480 * mib) == 64  # at most 64
+    plan = get_level_plan("steady", ("fp32",), select_device("cpu"))
+
+    def family_s(llc):
+        speed = DeviceSpeed("fp32", 30e9, 2e11, 5e-6, 0.05, 2e9, last_level_cache_bytes=llc)
+        return sum(estimate_key_s(ImplementationKey("kv_concat", size), plan, speed) for size in plan.kv_concat_bytes)
+
+    small, large = family_s(32 * mib), family_s(480 * mib)
+    assert large > 2.5 * small  # 8, 24 and 48 MiB filled and turned over 960 MiB each instead of 64 MiB
+    assert family_s(0.0) == pytest.approx(small, rel=0.05)  # unknown: the 64 MiB floor, as before

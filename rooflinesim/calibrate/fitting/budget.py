@@ -69,6 +69,21 @@ class DeviceSpeed:
     fill_bytes_per_s: float  # randn into a fresh tensor (inputs, caches)
     build_bytes_per_s: float = 0.0  # building a decoder (fp32 bytes of its parameters per s); 0: 1/3 of the fill
     layer_dispatch_s: float = 0.0  # one tiny decoder layer's forward (its ~67 ops' dispatch); 0: from call_overhead_s
+    last_level_cache_bytes: float = 0.0  # what the cold pools are sized from (`get_kv_concat_copies`); 0: unknown
+
+
+#: a 'kv_concat' point rotates over copies of its caches that together hold at least this much and twice the
+#: last-level cache, so that each call reads its cache cold; at most KV_CONCAT_MAX_COPIES of them
+KV_CONCAT_COLD_POOL_BYTES, KV_CONCAT_MAX_COPIES = 64 * MIB, 64
+
+
+def get_kv_concat_copies(size_bytes: float, last_level_cache_bytes: float) -> int:
+    """Copies of a 'kv_concat' point's two caches of `size_bytes` each: the benchmark allocates these and the
+    estimate prices filling them and one untimed turn over them. They follow the cache: on the 2-core Intel Xeon VM
+    (480 MiB of last-level cache in sysfs) the quick plan's 48 MiB point rotates over 10 (960 MiB) where 64 MiB held
+    one, and the implementation family priced at 1.3 s took 10.2 s while the estimate assumed 64 MiB."""
+    pool = max(KV_CONCAT_COLD_POOL_BYTES, 2 * last_level_cache_bytes)
+    return max(1, min(KV_CONCAT_MAX_COPIES, math.ceil(pool / (2 * size_bytes))))
 
 
 #: the minimal rung, which is also what a run keeps when it falls behind its budget (`is_essential`): every rung
@@ -239,17 +254,17 @@ def estimate_key_s(key: MeasurementKey, plan: Plan, speed: DeviceSpeed) -> float
     if isinstance(key, ImplementationKey):
         if key.kind == "dispatch":
             return JOB_SETUP_S + _timed_s(key.size * speed.call_overhead_s, plan)
-        # copies of two caches of `size` over at least 64 MiB filled (a memset, ~4x faster than randn), then each
-        # call reads two and writes them into new tensors; above the fresh-allocation size every call also faults
-        # in their pages (about a memset's rate)
+        # the copies of two caches of `size` filled (a memset, ~4x faster than randn), then each call reads two and
+        # writes them into new tensors; above the fresh-allocation size every call also faults in their pages
+        # (about a memset's rate)
+        copies = get_kv_concat_copies(key.size, speed.last_level_cache_bytes)
         pages = 2 * key.size / (4 * speed.fill_bytes_per_s)
-        fill = max(2 * key.size, 64 * MIB) / (4 * speed.fill_bytes_per_s)
+        fill = copies * 2 * key.size / (4 * speed.fill_bytes_per_s)
         # from glibc's largest mmap threshold up (`specs.measured.CopyTable`)
         fresh = get_kv_concat_allocation_bytes(key.size, speed.dtype) >= FRESH_ALLOCATION_BYTES
         call = 4 * key.size / speed.gemv_bandwidth_bytes_per_s + (pages if fresh else 0.0)
         # one untimed turn over the copies first (`benchmarks.implementation._time_concat`)
-        turn = math.ceil(max(2 * key.size, 64 * MIB) / (2 * key.size)) * call
-        return JOB_SETUP_S + fill + turn + _timed_s(call, plan, min_calls=CONCAT_CALLS)
+        return JOB_SETUP_S + fill + copies * call + _timed_s(call, plan, min_calls=CONCAT_CALLS)
     if isinstance(key, SamplerKey):  # float64 probabilities, a few passes over them and ~20 small calls
         rows = key.batch * (key.positions + 1)
         call = 6 * rows * key.vocab * 8 / speed.gemv_bandwidth_bytes_per_s + 20 * speed.call_overhead_s
@@ -384,4 +399,4 @@ def plan_for_quick(dtypes, device, speeds: dict[str, DeviceSpeed], spent_s: floa
 
 
 __all__ = ["LEVELS", "QUICK_BUDGET_S", "BudgetPlan", "DeviceSpeed", "estimate_key_s", "estimate_plan_s",
-           "get_level_plan", "plan_for_budget", "plan_for_quick"]
+           "get_kv_concat_copies", "get_level_plan", "plan_for_budget", "plan_for_quick"]

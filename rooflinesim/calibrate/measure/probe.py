@@ -67,4 +67,5 @@ def probe_speed(ctx: BenchContext) -> DeviceSpeed:
         fill_bytes_per_s=FILL_ELEMENTS * 4 / min(fill.samples),
         build_bytes_per_s=build_bytes_per_s,
         layer_dispatch_s=min(forward.samples) / (tiny_spec.num_layers + 1),
+        last_level_cache_bytes=ctx.device.backend.last_level_cache_bytes(),
     )

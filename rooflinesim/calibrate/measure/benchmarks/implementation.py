@@ -19,21 +19,16 @@ from __future__ import annotations
 
 import collections
 import itertools
-import math
 
 import torch
 
-from ....units import MIB
 from ....specs.measured import FRESH_ALLOCATION_BYTES
+from ...fitting.budget import get_kv_concat_copies
 from ...fitting.measurements import ImplementationKey
 from ...fitting.plan import CONCAT_CALLS, KV_CONCAT_HEAD_DIM as HEAD_DIM, KV_CONCAT_HEADS as KV_HEADS, \
     get_kv_concat_allocation_bytes, get_kv_concat_positions
 from ..timers import default_process_heap
 from .base import BenchContext, Job
-
-#: the caches a 'kv_concat' point rotates over hold at least this much (and twice the last-level cache), so each
-#: call reads its cache cold; at most MAX_COPIES of them
-COLD_POOL_BYTES, MAX_COPIES = 64 * MIB, 64
 
 
 def implementation_jobs(ctx: BenchContext) -> list[Job]:
@@ -53,8 +48,7 @@ def _time_concat(ctx: BenchContext, size_bytes: int):
     shape = (1, KV_HEADS, positions + 1, HEAD_DIM)
     # in a model's step the weights stream through the caches between one layer's concatenation and the next
     # step's, so the cache is read cold: the calls rotate over copies that together exceed the last-level cache
-    pool = max(COLD_POOL_BYTES, 2 * ctx.device.backend.last_level_cache_bytes())
-    copies = max(1, min(MAX_COPIES, math.ceil(pool / (2 * size_bytes))))
+    copies = get_kv_concat_copies(size_bytes, ctx.device.backend.last_level_cache_bytes())
     # the values do not matter to a copy: filled, not drawn (a memset is several times faster than randn)
     caches = [(torch.full(shape, 0.5, device=ctx.torch_device, dtype=ctx.torch_dtype),
                torch.full(shape, -0.5, device=ctx.torch_device, dtype=ctx.torch_dtype)) for _ in range(copies)]
