@@ -237,6 +237,10 @@ def test_fit_overheads_leaves_out_decoders_the_cache_curve_prices_warm():
     fitted = fit_overheads("fp32", profile, results_for(("block-384", "block-768", "block-2048")))
     assert fitted.in_model_scale == pytest.approx(1.2, rel=0.01)
     assert fitted.residuals["decoder_fit_warm_rows_left_out"] == 2
+    # what the left-out rows say about the curve is kept: block-384 ran 1.6 / 1.2 of the price its warmth gave it
+    assert 0.2 < fitted.residuals["decoder_warm_rows_median_rel"] < 0.34
+    assert "decoder_warm_rows_median_rel" not in fit_overheads(
+        "fp32", profile, results_for(("block-768", "block-2048"))).residuals  # no warm decoder: nothing to say
     # regression (the CI smoke plan): a warm and a cold mid-size decoder are one cold model, too few to tell an
     # in-model per-layer cost from the scale, so none is fitted
     smoke = Results()

@@ -266,9 +266,9 @@ def fit_dtype(dtype: str, results: Results, copy_bw: float, gemv_bw: float, plan
 
 
 #: a mid-size decoder whose weights per step sit this warm or warmer on the measured cache-reuse curve (0 cold .. 1
-#: as warm as the smallest working set) does not pin the in-model scale, when at least MIN_COLD_BLOCK_ROWS do not.
-#: The curve's cold end moves by up to ~15 % of its range between --quick runs (64 MB: 1.00-1.08x against 1.7x at
-#: 16 MB, bf16, AMD EPYC), so a decoder just past the cache is not mistaken for a warm one
+#: as warm as the smallest working set) does not pin the in-model scale while MIN_COLD_BLOCK_ROWS cold ones do; its
+#: error is kept (`decoder_warm_rows_median_rel`, the curve's inside a model). The curve's cold end moves by up to
+#: ~15 % of its range between --quick runs (64 MB: 1.00-1.08x against 1.7x at 16 MB, bf16, AMD EPYC)
 WARM_BLOCK = 0.3
 MIN_COLD_BLOCK_ROWS = 2
 #: the in-model per-layer cost is fitted only when at least this many different cold mid-size decoders are in the
@@ -281,9 +281,8 @@ MIN_IN_MODEL_LAYER_MODELS = 2
 #: fitted 0.3 ms (--quick, 2-core AMD EPYC, fp32); a third row leaves a residual to average over
 MIN_IN_MODEL_LAYER_ROWS = 3
 #: the in-model scale's prior range when mid-size decoders fit it. Full calibrations gave 1.02-1.16 (2-core Xeon and
-#: AMD EPYC VMs, fp32 and bf16); --quick runs under contention gave 0.53-1.64, each with an in-model per-layer cost
-#: that made up the difference (0.53 with 5.1 ms per layer): the two unknowns trade off on two or three decoders,
-#: and a contended row moves both. Outside this range the decoders measured the neighbours, not the ops
+#: AMD EPYC VMs, fp32 and bf16); contended --quick runs 0.53-1.64, each with an in-model per-layer cost making up
+#: the difference (0.53 with 5.1 ms per layer). Outside this range the decoders measured the neighbours, not the ops
 IN_MODEL_SCALE_BOUNDS = (0.8, 1.5)
 
 
@@ -298,15 +297,12 @@ def fit_overheads(dtype: str, profile: DtypeProfile, results: Results, in_model_
     layer, so it weighs most in narrow layers; a model whose weights stay cached pays none of it (it is priced times
     1 - the step's cache warmth, here and in `MeasuredTiming.get_step_overhead_s`: applied in full to the 128-wide
     pair of `acceptance validate`, 2.4 MB of weights, it took the speculative speedup error from 0.10x to 0.25x).
-    Folded into the scale instead, it priced narrow and deep models too
-    fast: with the scale fitted on the 1536- and 2048-wide decoders alone (1.13), tiny-llama-123m's layers (1024
-    wide) were 0.45 ms (batch 1) to 0.72 ms (batch 4) each dearer than priced and block-768's 0.35-0.45 ms, while the
-    LM head alone was within 2-4 % (2-core Xeon VM, fp32). Mid-size decoders of different widths and
-    depths (block-768-16l: narrow, deep and cold) separate the two unknowns: on that VM the fit gave 0.30 ms per
-    layer and a scale of 1.07 (the scale alone: 1.16, decoder residual 6.9 % against 5.3 %), and the hold-out target
-    cut to 1-16 layers was priced within -5..+0 % at batch 1 against -11..+2 % by the scale alone. It is fitted when
-    the fit has at least MIN_IN_MODEL_LAYER_MODELS cold mid-size decoders (`in_model_layer`: False fits the scale
-    alone, as profiles before it did).
+    Folded into the scale instead, it priced narrow and deep models too fast: with the scale fitted on the 1536- and
+    2048-wide decoders alone (1.13), tiny-llama-123m's 1024-wide layers were 0.45-0.72 ms each dearer than priced,
+    its LM head within 2-4 % (2-core Xeon VM, fp32). Mid-size decoders of different widths and depths
+    separate the two unknowns: on that VM the fit gave 0.30 ms per layer and a scale of 1.07 (the scale alone: 1.16),
+    and the hold-out target cut to 1-16 layers was priced within -5..+0 % at batch 1 against -11..+2 % by the scale
+    alone. Fitted with at least MIN_IN_MODEL_LAYER_MODELS cold mid-size decoders (`in_model_layer` False: never).
 
     The scale multiplies the ops of the models it prices (`timing.base.is_outside_in_model_scale` names the others),
     whose weights stream from memory; a mid-size decoder whose weights the cache-reuse curve prices warm (block-384:
@@ -337,6 +333,7 @@ def fit_overheads(dtype: str, profile: DtypeProfile, results: Results, in_model_
     block_models = {name for name, b in zip(names, is_block) if b}
     scale_fixed = bool(block_models) and cold_blocks == 0 and len(block_models) < 2
     left_out = sum(warm) if cold_blocks >= MIN_COLD_BLOCK_ROWS else 0
+    warm_rows = [(r[0], r[1], r[2], c) for r, w, c in zip(rows, warm, cold) if w]
     if left_out:
         rows = [r for r, w in zip(rows, warm) if not w]
         is_block = [b for b, w in zip(is_block, warm) if not w]
@@ -366,6 +363,10 @@ def fit_overheads(dtype: str, profile: DtypeProfile, results: Results, in_model_
     residuals = dict(profile.residuals)
     residuals["decoder_fit_rows"] = float(len(rows))
     residuals["decoder_fit_warm_rows_left_out"] = float(left_out)
+    if warm_rows:
+        residuals["decoder_warm_rows_median_rel"] = float(np.median([
+            m / (scale * p + fit.coefficients["layers"] * n + fit.overhead_s + in_model_layer_s * n * c) - 1.0
+            for p, n, m, c in warm_rows]))
     # 1: the scale was kept at 1 (no cold mid-size decoder); 2: it sits at a bound of IN_MODEL_SCALE_BOUNDS
     residuals["decoder_fit_scale_prior"] = (1.0 if scale_fixed else
                                            2.0 if block_models and min(abs(scale - b) for b in
