@@ -72,16 +72,14 @@ class DeviceSpeed:
     last_level_cache_bytes: float = 0.0  # what the cold pools are sized from (`get_kv_concat_copies`); 0: unknown
 
 
-#: a 'kv_concat' point rotates over copies of its caches that together hold at least this much and twice the
-#: last-level cache, so that each call reads its cache cold; at most KV_CONCAT_MAX_COPIES of them
+#: a 'kv_concat' point's copies of its caches hold at least this much and twice the LLC (each call reads cold)
 KV_CONCAT_COLD_POOL_BYTES, KV_CONCAT_MAX_COPIES = 64 * MIB, 64
 
 
 def get_kv_concat_copies(size_bytes: float, last_level_cache_bytes: float) -> int:
-    """Copies of a 'kv_concat' point's two caches of `size_bytes` each: the benchmark allocates these and the
-    estimate prices filling them and one untimed turn over them. They follow the cache: on the 2-core Intel Xeon VM
-    (480 MiB of last-level cache in sysfs) the quick plan's 48 MiB point rotates over 10 (960 MiB) where 64 MiB held
-    one, and the implementation family priced at 1.3 s took 10.2 s while the estimate assumed 64 MiB."""
+    """Copies of a 'kv_concat' point's two caches of `size_bytes` each, as the benchmark allocates them and the
+    estimate prices them (fill, one untimed turn). With 480 MiB of LLC (2-core Xeon VM) the 48 MiB point turns over
+    10: priced as one, the quick plan's implementation family was planned at 1.3 s and took 10.2 s."""
     pool = max(KV_CONCAT_COLD_POOL_BYTES, 2 * last_level_cache_bytes)
     return max(1, min(KV_CONCAT_MAX_COPIES, math.ceil(pool / (2 * size_bytes))))
 
