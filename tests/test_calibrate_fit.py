@@ -259,6 +259,7 @@ def test_fit_overheads_leaves_out_decoders_the_cache_curve_prices_warm():
     alone = fit_overheads("fp32", profile, results_for(("block-384",)))
     assert alone.residuals["decoder_fit_warm_rows_left_out"] == 0 and alone.in_model_scale == 1.0
     assert alone.residuals["decoder_fit_scale_prior"] == 1.0
+    assert "decoder_warm_rows_median_rel" not in alone.residuals  # kept in the fit: not an out-of-fit reading
 
 
 def test_import_profile_does_not_import_torch():

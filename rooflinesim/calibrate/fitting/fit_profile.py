@@ -333,7 +333,7 @@ def fit_overheads(dtype: str, profile: DtypeProfile, results: Results, in_model_
     block_models = {name for name, b in zip(names, is_block) if b}
     scale_fixed = bool(block_models) and cold_blocks == 0 and len(block_models) < 2
     left_out = sum(warm) if cold_blocks >= MIN_COLD_BLOCK_ROWS else 0
-    warm_rows = [(r[0], r[1], r[2], c) for r, w, c in zip(rows, warm, cold) if w]
+    warm_rows = [(r[0], r[1], r[2], c) for r, w, c in zip(rows, warm, cold) if w and left_out]  # out of the fit
     if left_out:
         rows = [r for r, w in zip(rows, warm) if not w]
         is_block = [b for b, w in zip(is_block, warm) if not w]
