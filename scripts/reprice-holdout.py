@@ -2,10 +2,12 @@
 """Price the measured steps of a `validate --family` report with other profiles (no measuring): the spread of the
 hold-out error over several calibrations, with the measurements held fixed.
 
-    python scripts/reprice-holdout.py [--per-model] [--rows] REPORT.json q1.yaml q2.yaml q3.yaml
+    python scripts/reprice-holdout.py [--per-model] [--rows] [--refit] REPORT.json q1.yaml q2.yaml q3.yaml
 
 `--per-model` adds each model's median / p90 (and signed median) under its family's line; `--rows` adds every
-row's measured and priced times and signed error.
+row's measured and priced times and signed error; `--refit` fits each profile's whole-decoder terms again from the
+decoder steps it keeps (`fit_decoders.refit_overheads`) before pricing: what a change to that fit does to the
+hold-out error, with neither the calibration nor the hold-out measured again.
 
 Models are found by name among the HF hold-outs, the gpt-fast-style ones and the project's family (seed 0); rows of
 `calibrate --model` models are skipped. The hf and gptfast rows are priced twice: as if the reference decoder ran
@@ -23,6 +25,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 import numpy as np  # noqa: E402
 
 from rooflinesim.calibrate.external.gptfast_model import get_gptfast_specs  # noqa: E402
+from rooflinesim.calibrate.fitting.fit_decoders import refit_overheads  # noqa: E402
 from rooflinesim.calibrate.fitting.holdout import make_hold_out_family  # noqa: E402
 from rooflinesim.specs.profiles import load_profile  # noqa: E402
 from rooflinesim.calibrate.validators.validate_family import price_row  # noqa: E402
@@ -48,8 +51,22 @@ def _summary(errors) -> str:
     return f"median {np.median(e):.1%} p90 {np.quantile(e, 0.9):.1%} (n {len(e)})"
 
 
+def _refit(hw, path: str):
+    """`hw` with each dtype's whole-decoder terms fitted again from its kept decoder steps."""
+    dtypes = {dtype: refit_overheads(dtype, prof) for dtype, prof in hw.measured.dtypes.items()}
+    for dtype, prof in hw.measured.dtypes.items():
+        if not prof.decoder_steps:
+            print(f"{path}: {dtype} keeps no decoder steps (measured before they were kept): priced as written")
+        else:
+            new = dtypes[dtype]
+            print(f"{path}: {dtype} refitted: in-model scale {prof.in_model_scale:.3f} -> {new.in_model_scale:.3f}, "
+                  f"layer {prof.layer_overhead_s * 1e6:.1f} -> {new.layer_overhead_s * 1e6:.1f} us, in-model layer "
+                  f"{prof.in_model_layer_overhead_s * 1e6:.1f} -> {new.in_model_layer_overhead_s * 1e6:.1f} us")
+    return hw.model_copy(update={"measured": hw.measured.model_copy(update={"dtypes": dtypes})})
+
+
 def main() -> int:
-    flags = {a for a in sys.argv[1:] if a in ("--per-model", "--rows")}
+    flags = {a for a in sys.argv[1:] if a in ("--per-model", "--rows", "--refit")}
     args = [a for a in sys.argv[1:] if a not in flags]
     per_model, per_row = "--per-model" in flags, "--rows" in flags
     if len(args) < 2:
@@ -61,6 +78,8 @@ def main() -> int:
     print(f"measurements: {args[0]} ({report['device']}, {dtype}, {report['created']})")
     for path in args[1:]:
         hw = load_profile(path)
+        if "--refit" in flags:
+            hw = _refit(hw, path)
         errors: dict = {}
         by_model: dict = {}
         for row in report["configs"]:

@@ -149,6 +149,49 @@ def test_fit_overheads_recovers_scale_and_dispatch_from_synthetic_decoders():
     assert fitted.residuals["decoder_fit_median_abs_rel"] < 0.02
 
 
+def test_the_decoder_steps_are_kept_and_refit_gives_the_terms_back(tmp_path):
+    """The profile keeps each decoder configuration's time (the median over its builds); fitting again from a
+    profile written and read back reproduces its terms; a profile without steps is returned as it is; a merged
+    profile keeps every run's steps."""
+    from rooflinesim.calibrate.fitting.fit_decoders import fit_overheads, refit_overheads
+    from rooflinesim.calibrate.fitting.measurements import DecoderKey, Results, Timing
+    from rooflinesim.calibrate.fitting.merge import merge_dtype
+    from rooflinesim.calibrate.fitting.plan import DECODER_CONTEXT, get_decoder_spec
+    from rooflinesim.specs.profiles import load_profile, write_profile
+
+    hw = make_profile()
+    profile = hw.measured.dtypes["fp32"]
+    timing = MeasuredTiming.from_spec(hw)
+    rng = np.random.default_rng(7)
+    results = Results()
+    for name in ("overhead-2l", "overhead-8l", "block-768", "block-1536", "block-2048"):
+        spec = get_decoder_spec(name)
+        for batch, q in ((1, 1), (4, 1), (1, 5)):
+            per_op = sum(float(timing.get_op_time(op, "fp32").time_s)
+                         for op in get_step_ops(spec, Workload.in_dtype("fp32", batch, DECODER_CONTEXT), q))
+            for build in (0, 1, 2):  # three builds: the kept time is their median
+                true = (1.1 + 0.05 * build) * per_op + spec.num_layers * 2e-4 + 4e-5
+                results.add(DecoderKey(name, batch, q, build), Timing(tuple(true * rng.lognormal(0, 0.01, 3))))
+    fitted = fit_overheads("fp32", profile, results)
+    assert len(fitted.decoder_steps) == 15
+    first = fitted.decoder_steps[0]
+    assert (first.model, first.batch, first.new_tokens) == ("overhead-2l", 1, 1)
+    assert first.time_s == pytest.approx(results.get_decoder_rows()[DecoderKey("overhead-2l", 1, 1)])
+
+    written = hw.model_copy(update={"measured": hw.measured.model_copy(update={"dtypes": {"fp32": fitted}})})
+    path = write_profile(written, tmp_path / "p.yaml")
+    read_back = load_profile(str(path)).measured.dtypes["fp32"]
+    # from a profile with other terms in it: the refit starts from the stored steps, not from those terms
+    again = refit_overheads("fp32", read_back.model_copy(update={"in_model_scale": 0.9, "layer_overhead_s": 0.0}))
+    for name in ("in_model_scale", "layer_overhead_s", "step_overhead_s", "in_model_layer_overhead_s"):
+        assert getattr(again, name) == pytest.approx(getattr(fitted, name), rel=1e-9, abs=1e-15), name
+    assert again.decoder_steps == fitted.decoder_steps
+
+    assert refit_overheads("fp32", profile) is profile  # measured before the steps were kept
+    merged = merge_dtype("fp32", [fitted, fitted.model_copy(update={"decoder_steps": fitted.decoder_steps[:2]})])
+    assert len(merged.decoder_steps) == 17
+
+
 @pytest.mark.parametrize("in_model_layer_s", [0.0, 400e-6])
 def test_fit_overheads_separates_the_in_model_layer_cost_from_the_scale(in_model_layer_s):
     """Mid-size decoders whose every layer costs `in_model_layer_s` more than its ops and the tiny decoders'

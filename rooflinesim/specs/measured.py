@@ -244,6 +244,16 @@ class CopyTable(SpecModel):
                                                              heap_rate)
 
 
+class DecoderStep(SpecModel):
+    """One whole synthetic decoder step as `calibrate` timed it (the median over its fresh builds): a row the in-model
+    terms were fitted on, kept so they can be refitted without measuring (`fit_profile.refit_overheads`)."""
+
+    model: str = Field(description="the calibration decoder (`calibrate.fitting.plan.DECODER_SPECS`)")
+    batch: int = Field(ge=1)
+    new_tokens: int = Field(ge=1, description="tokens per sequence in the step (1: decode; more: verify)")
+    time_s: float = Field(gt=0)
+
+
 class DtypeProfile(SpecModel):
     """Everything measured for one compute dtype."""
 
@@ -286,6 +296,9 @@ class DtypeProfile(SpecModel):
     kv_concat: Optional[CopyTable] = Field(
         None, description="a KV cache grown by concatenation, timed vs the size of the tensors it allocates "
                           "(calibrate.measure.benchmarks.implementation); absent in profiles measured before it existed")
+    decoder_steps: tuple[DecoderStep, ...] = Field(
+        (), strict=False, description="the whole decoders the in-model terms were fitted on, as timed (all runs' of a "
+                                      "merged profile; empty in profiles measured before they were kept)")
     residuals: dict[str, float] = Field(default_factory=dict)
     runs: Optional[int] = Field(None, ge=1, description="calibration runs pooled into this profile (`calibrate "
                                                        "--merge`); absent: one")

@@ -121,7 +121,7 @@ def merge_dtype(dtype: str, profiles: list[DtypeProfile]) -> DtypeProfile:
         cache_reuse=_merge_cache(profiles, runs), in_model_scale=avg("in_model_scale"),
         in_model_layer_overhead_s=avg("in_model_layer_overhead_s"), residuals=residuals,
         warm_linear=_merge_tables(profiles, "warm_linear"), dispatch_s=_merge_optional(profiles, runs, "dispatch_s"),
-        kv_concat=_merge_copy(profiles, runs),
+        kv_concat=_merge_copy(profiles, runs), decoder_steps=tuple(s for p in profiles for s in p.decoder_steps),
         runs=sum(runs))
 
 
