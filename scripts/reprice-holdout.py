@@ -26,6 +26,7 @@ import numpy as np  # noqa: E402
 
 from rooflinesim.calibrate.external.gptfast_model import get_gptfast_specs  # noqa: E402
 from rooflinesim.calibrate.fitting.fit_decoders import refit_overheads  # noqa: E402
+from rooflinesim.errors import InputError  # noqa: E402
 from rooflinesim.calibrate.fitting.holdout import make_hold_out_family  # noqa: E402
 from rooflinesim.specs.profiles import load_profile  # noqa: E402
 from rooflinesim.calibrate.validators.validate_family import price_row  # noqa: E402
@@ -79,7 +80,11 @@ def main() -> int:
     for path in args[1:]:
         hw = load_profile(path)
         if "--refit" in flags:
-            hw = _refit(hw, path)
+            try:
+                hw = _refit(hw, path)
+            except InputError as exc:
+                print(f"{path}: {exc}", file=sys.stderr)
+                return 2
         errors: dict = {}
         by_model: dict = {}
         for row in report["configs"]:

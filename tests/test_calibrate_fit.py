@@ -154,6 +154,7 @@ def test_the_decoder_steps_are_kept_and_refit_gives_the_terms_back(tmp_path):
     profile written and read back reproduces its terms; a profile without steps is returned as it is; a merged
     profile keeps every run's steps."""
     from rooflinesim.calibrate.fitting.fit_decoders import fit_overheads, refit_overheads
+    from rooflinesim.errors import InputError
     from rooflinesim.calibrate.fitting.measurements import DecoderKey, Results, Timing
     from rooflinesim.calibrate.fitting.merge import merge_dtype
     from rooflinesim.calibrate.fitting.plan import DECODER_CONTEXT, get_decoder_spec
@@ -188,6 +189,9 @@ def test_the_decoder_steps_are_kept_and_refit_gives_the_terms_back(tmp_path):
     assert again.decoder_steps == fitted.decoder_steps
 
     assert refit_overheads("fp32", profile) is profile  # measured before the steps were kept
+    renamed = fitted.model_copy(update={"decoder_steps": (first.model_copy(update={"model": "block-999"}),)})
+    with pytest.raises(InputError, match="block-999"):
+        refit_overheads("fp32", renamed)
     merged = merge_dtype("fp32", [fitted, fitted.model_copy(update={"decoder_steps": fitted.decoder_steps[:2]})])
     assert len(merged.decoder_steps) == 17
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from ...errors import InputError
 from ...ops.step_ops import get_step_ops
 from ...specs.hardware import Efficiency, HardwareSpec
 from ...specs.measured import DecoderStep, DtypeProfile, MeasuredProfile, Provenance
@@ -14,7 +15,7 @@ from ...timing.measured import MeasuredTiming
 from ...units import GIGA
 from .fit import fit_affine
 from .measurements import DecoderKey, Results
-from .plan import DECODER_CONTEXT, OVERHEAD_MODELS, get_decoder_spec
+from .plan import DECODER_CONTEXT, DECODER_SPECS, OVERHEAD_MODELS, get_decoder_spec
 
 
 #: a mid-size decoder whose weights per step sit this warm or warmer on the measured cache-reuse curve (0 cold .. 1
@@ -154,6 +155,10 @@ def refit_overheads(dtype: str, profile: DtypeProfile, in_model_layer: bool = Tr
     --merge` averaged each run's terms."""
     if not profile.decoder_steps:
         return profile
+    unknown = sorted({s.model for s in profile.decoder_steps} - set(DECODER_SPECS))
+    if unknown:
+        raise InputError(f"{dtype} profile keeps steps of decoder(s) this version does not define: "
+                         f"{', '.join(unknown)} (known: {', '.join(DECODER_SPECS)}); it cannot be refitted")
     return fit_overheads(dtype, profile, _StoredSteps(profile.decoder_steps), in_model_layer)
 
 
