@@ -11,7 +11,10 @@ their steps (`DtypeProfile.decoder_steps`). Two treatments, each on a grid:
 
 * shift G: the curve read at G x the step's weight bytes (other data in a step evicts weights, as a larger
   working set would); a model that fits many times over stays warm;
-* scale F: the warmth the curve gives, times F (the step gets that share of the loop's speed-up).
+* scale F: the warmth the curve gives, times F (the step gets that share of the loop's speed-up);
+* serial: a cached call keeps its weight streaming at the warm bandwidth after its cold streaming is taken off,
+  where the plain pricing drops all of it, so a call whose cold time is more than streaming (compute, a shape's
+  small-M inefficiency) got the whole streaming time off.
 
 The whole-decoder terms are fitted again once (`fit_decoders.refit_overheads`, with the code as it stands), as the
 calibration fits them: under the plain curve, with the decoders it prices warm left out. A treatment changes only
@@ -49,7 +52,8 @@ from rooflinesim.timing.measured import MeasuredTiming  # noqa: E402
 SHIFTS = (1.0, 1.25, 1.5, 2.0, 2.5, 3.0, 4.0)
 SCALES = (0.8, 0.6, 0.4, 0.2, 0.0)
 _PLAIN_WARMTH = MeasuredTiming._cache_warmth
-_TREATMENT = {"shift": 1.0, "scale": 1.0}
+_PLAIN_SAVING = MeasuredTiming._cache_saving_s
+_TREATMENT = {"shift": 1.0, "scale": 1.0, "serial": False}
 
 
 def _treated_warmth(self, prof):
@@ -57,6 +61,26 @@ def _treated_warmth(self, prof):
     if self.step_weight_bytes is not None and _TREATMENT["shift"] != 1.0:
         self = replace(self, step_weight_bytes=self.step_weight_bytes * _TREATMENT["shift"])
     return _PLAIN_WARMTH(self, prof) * _TREATMENT["scale"]
+
+
+def _treated_saving_s(prof, weight):
+    """`MeasuredTiming._cache_saving_s` under the current treatment: "serial" keeps a cached call's weight
+    streaming at the warm bandwidth (its cold streaming minus the warm), where the plain pricing drops it."""
+    if _TREATMENT["serial"] and prof.cache_reuse is not None:
+        return weight / prof.gemv_bandwidth_bytes_per_s - weight / prof.cache_reuse.warm_bandwidth_bytes_per_s
+    return _PLAIN_SAVING(prof, weight)
+
+
+def use_treatment(shift: float = 1.0, scale: float = 1.0, serial: bool = False) -> None:
+    """Price with a treatment from now on (all three at their defaults: the plain pricing)."""
+    _TREATMENT.update(shift=shift, scale=scale, serial=serial)
+    MeasuredTiming._cache_warmth = _treated_warmth
+    MeasuredTiming._cache_saving_s = staticmethod(_treated_saving_s)
+
+
+def use_plain() -> None:
+    MeasuredTiming._cache_warmth = _PLAIN_WARMTH
+    MeasuredTiming._cache_saving_s = staticmethod(_PLAIN_SAVING)
 
 
 def _load_reprice():
@@ -139,16 +163,14 @@ def main() -> int:
     reprice = _load_reprice()
     specs = reprice.specs_by_name()
     fitted = refit(hw, dtype)  # the terms as the calibration fits them: warm decoders out, plain curve
-    MeasuredTiming._cache_warmth = _treated_warmth
     results = {}
-    for form, grid in (("shift", SHIFTS), ("scale", SCALES)):
+    for form, grid in (("shift", SHIFTS), ("scale", SCALES), ("serial", (True,))):
         for value in grid:
-            _TREATMENT.update(shift=1.0, scale=1.0)
-            _TREATMENT[form] = value
-            label = f"{form} {value:g}"
+            use_treatment(**{form: value})
+            label = "serial" if form == "serial" else f"{form} {value:g}"
             results[label] = evaluate(fitted, dtype, warm_steps, report, reprice, specs)
             print(_line(label, results[label]), flush=True)
-    MeasuredTiming._cache_warmth = _PLAIN_WARMTH
+    use_plain()
     scored = {k: abs(r["warm"]) for k, r in results.items() if r["warm"] is not None}
     if scored:
         best = min(scored, key=scored.get)

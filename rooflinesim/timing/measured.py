@@ -215,18 +215,24 @@ class MeasuredTiming:
             return per
         # the tables are cold; weights that stay cached between steps stream at the warm bandwidth whatever the
         # shape (a shape's own cold inefficiency is a memory-side effect that the cache removes too), but the cache
-        # cannot take away more than the cold weight streaming (compute-bound calls keep their time)
-        warm_bw, cold_bw = prof.cache_reuse.warm_bandwidth_bytes_per_s, prof.gemv_bandwidth_bytes_per_s
-        cached = np.maximum(prof.linear_overhead_s + weight / warm_bw, per - weight / cold_bw)
+        # cannot take away more than `_cache_saving_s` (compute-bound calls keep their time)
+        warm_bw, saved = prof.cache_reuse.warm_bandwidth_bytes_per_s, self._cache_saving_s(prof, weight)
+        cached = np.maximum(prof.linear_overhead_s + weight / warm_bw, per - saved)
         if dm.warm is not None:
             # with cached weights a small GEMM's time grows with M as the measured warm tables do (the GEMV-to-GEMM
             # switch at M = 2, then the small-M compute rate), which the cold tables hide behind weight streaming:
             # the cached price at one row (what the decoder fit's dispatch terms were pinned with) times that growth
             one = self._cold_linear_s(dm, 1, k, n, weight)
-            at_one = np.minimum(one, np.maximum(prof.linear_overhead_s + weight / warm_bw, one - weight / cold_bw))
+            at_one = np.minimum(one, np.maximum(prof.linear_overhead_s + weight / warm_bw, one - saved))
             cached = np.maximum(cached, at_one * get_warm_growth(dm.warm, m, k, n))
         warmth = self._cache_warmth(prof)
         return per * (1.0 - warmth) + np.minimum(per, cached) * warmth
+
+    @staticmethod
+    def _cache_saving_s(prof: DtypeProfile, weight) -> np.ndarray:
+        """The most that cached weights take off a call's cold time: its weight streaming at the cold bandwidth.
+        (`scripts/try-warm-curve.py` tries keeping that streaming at the warm bandwidth instead.)"""
+        return weight / prof.gemv_bandwidth_bytes_per_s
 
     def get_op_time(self, op: OpCost, compute_dtype: str) -> OpTime:
         dm = self._model(compute_dtype)
