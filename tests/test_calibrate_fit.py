@@ -183,7 +183,11 @@ def test_the_decoder_steps_are_kept_and_refit_gives_the_terms_back(tmp_path):
     path = write_profile(written, tmp_path / "p.yaml")
     read_back = load_profile(str(path)).measured.dtypes["fp32"]
     # from a profile with other terms in it: the refit starts from the stored steps, not from those terms
-    again = refit_overheads("fp32", read_back.model_copy(update={"in_model_scale": 0.9, "layer_overhead_s": 0.0}))
+    stale = {**read_back.residuals, "decoder_warm_rows_median_rel": 0.5}  # what an earlier fit with a warm row said
+    again = refit_overheads("fp32", read_back.model_copy(update={"in_model_scale": 0.9, "layer_overhead_s": 0.0,
+                                                                 "residuals": stale}))
+    assert "decoder_warm_rows_median_rel" not in again.residuals  # no warm row now
+    assert again.residuals == fitted.residuals
     for name in ("in_model_scale", "layer_overhead_s", "step_overhead_s", "in_model_layer_overhead_s"):
         assert getattr(again, name) == pytest.approx(getattr(fitted, name), rel=1e-9, abs=1e-15), name
     assert again.decoder_steps == fitted.decoder_steps

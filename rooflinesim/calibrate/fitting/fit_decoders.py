@@ -114,7 +114,8 @@ def fit_overheads(dtype: str, profile: DtypeProfile, results: Results, in_model_
     in_model_layer_s = fit.coefficients.get("block_layers", 0.0)
     predicted = (scale * per_op + fit.coefficients["layers"] * layers + fit.overhead_s
                  + in_model_layer_s * layers * np.array(cold))
-    residuals = dict(profile.residuals)
+    # every decoder_* residual is this fit's: a refit drops what the last fit said (a warm row that is no longer one)
+    residuals = {k: v for k, v in profile.residuals.items() if not k.startswith("decoder_")}
     residuals["decoder_fit_rows"] = float(len(rows))
     residuals["decoder_fit_warm_rows_left_out"] = float(left_out)
     if warm_rows:
