@@ -151,8 +151,8 @@ def test_fit_overheads_recovers_scale_and_dispatch_from_synthetic_decoders():
 
 def test_the_decoder_steps_are_kept_and_refit_gives_the_terms_back(tmp_path):
     """The profile keeps each decoder configuration's time (the median over its builds); fitting again from a
-    profile written and read back reproduces its terms; a profile without steps is returned as it is; a merged
-    profile keeps every run's steps."""
+    profile written and read back reproduces its terms; the predict path prices each kept step as the fit did; a
+    profile without steps is returned as it is; a merged profile keeps every run's steps."""
     from rooflinesim.calibrate.fitting.fit_decoders import fit_overheads, refit_overheads
     from rooflinesim.errors import InputError
     from rooflinesim.calibrate.fitting.measurements import DecoderKey, Results, Timing
@@ -160,7 +160,8 @@ def test_the_decoder_steps_are_kept_and_refit_gives_the_terms_back(tmp_path):
     from rooflinesim.calibrate.fitting.plan import DECODER_CONTEXT, get_decoder_spec
     from rooflinesim.specs.profiles import load_profile, write_profile
 
-    hw = make_profile()
+    mib = 2**20  # a cache curve, as every shipped profile has: the tiny decoders are priced warm
+    hw = with_cache(make_profile(), (16 * mib, 64 * mib, 1024 * mib), (2.0, 1.0, 1.0))
     profile = hw.measured.dtypes["fp32"]
     timing = MeasuredTiming.from_spec(hw)
     rng = np.random.default_rng(7)
@@ -191,6 +192,20 @@ def test_the_decoder_steps_are_kept_and_refit_gives_the_terms_back(tmp_path):
     for name in ("in_model_scale", "layer_overhead_s", "step_overhead_s", "in_model_layer_overhead_s"):
         assert getattr(again, name) == pytest.approx(getattr(fitted, name), rel=1e-9, abs=1e-15), name
     assert again.decoder_steps == fitted.decoder_steps
+
+    # the predict path prices a kept step as the fit did: its errors are the fit's residual
+    from rooflinesim.scenario.builder import build_scenario
+    from rooflinesim.step import get_step_cost
+
+    errors = []
+    for step in fitted.decoder_steps:
+        spec = get_decoder_spec(step.model)
+        scenario = build_scenario(written, spec, step.batch, DECODER_CONTEXT, weight_dtype="fp32", kv_dtype="fp32",
+                                  activation_dtype="fp32", speculative=False, allow_long_context=True, engine="ideal")
+        priced = get_step_cost(scenario.hardware, spec, scenario.workload, step.new_tokens, scenario.timing,
+                               DECODER_CONTEXT, step.batch).step_time_s
+        errors.append(abs(float(priced) / step.time_s - 1))
+    assert np.median(errors) == pytest.approx(fitted.residuals["decoder_fit_median_abs_rel"], rel=1e-6)
 
     assert refit_overheads("fp32", profile) is profile  # measured before the steps were kept
     renamed = fitted.model_copy(update={"decoder_steps": (first.model_copy(update={"model": "block-999"}),)})
