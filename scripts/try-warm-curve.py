@@ -7,7 +7,7 @@
 Why: on the 2-core Xeon VM the bf16 curve priced models of 60-100 MB of weights 66-78 % warm, and they ran 13-19 %
 slower than priced (docs/calibration.md, "What is left of the Xeon's full bf16 miss"). The calibration's own
 mid-size decoders whose weights the curve prices warm are the in-model evidence: the fit leaves them out and keeps
-their steps (`DtypeProfile.decoder_steps`). Two treatments, each on a grid:
+their steps (`DtypeProfile.decoder_steps`). Three treatments, the first two each on a grid:
 
 * shift G: the curve read at G x the step's weight bytes (other data in a step evicts weights, as a larger
   working set would); a model that fits many times over stays warm;
@@ -22,8 +22,8 @@ the pricing, so those decoders stay out of the terms it is judged by. (Letting a
 first was tried: on the Zen 3 VM block-384 then entered the fit as a cold decoder and doubled the in-model
 per-layer cost, from 516 to 1028 us, which priced the narrow hold-outs too slow.) For each candidate the script
 prints the decoders the plain curve prices warm (their median signed error: the calibration's evidence) and the
-report's families (median |error|, p90, signed median). The candidate whose warm decoders come closest to 0 is picked on the
-calibration's evidence alone; the hold-out columns say whether that pick also holds for code no one here wrote.
+report's families (median |error|, p90, signed median). The candidate whose warm decoders come closest to 0 is
+picked on the calibration's evidence alone; the hold-out columns say whether that pick also holds for code no one here wrote.
 The report's dtype is used; for one dtype of a two-dtype report, save `report["by_dtype"][dtype]` as its own JSON.
 """
 
