@@ -36,6 +36,8 @@ class StepCost:
     #: what the engine adds to the step (`timing.engine`): kernel launches in its mode + the host time it waits for
     #: (0 under the ideal engine)
     engine_s: np.ndarray | float = 0.0
+    #: how far (s, 1 sigma) the step moves with the measured cache-reuse curve (`TimingModel.get_cache_sigma_s`)
+    cache_sigma_s: np.ndarray | float = 0.0
 
     @cached_property
     def roofline(self) -> list[OpTime]:
@@ -59,8 +61,13 @@ class StepCost:
     @property
     def priced_time_s(self) -> dict[tuple[str, str], np.ndarray]:
         """Expected time of each op (all its instances), keyed by (family, op name): the units whose errors are
-        independent (s)."""
-        return {(get_op_family(op), op.name): t.time_s for op, t in zip(self.ops, self.expected)}
+        independent (s). Where the cache-reuse curve moved between its timings, ("cache", "warmth") is the step's
+        1-sigma move with it (its family's relative error is 1: `get_profile_sigmas`); it moves every linear of
+        the step together."""
+        parts = {(get_op_family(op), op.name): t.time_s for op, t in zip(self.ops, self.expected)}
+        if np.any(self.cache_sigma_s):
+            parts[("cache", "warmth")] = self.cache_sigma_s
+        return parts
 
     @property
     def rel_sigma(self) -> np.ndarray | None:
@@ -212,6 +219,7 @@ def get_step_cost(hw: HardwareSpec, model: ModelSpec, workload: Workload, new_to
     expected = get_ops_times(timing, hw, ops, activation_dtype, link_fraction)
     step_overhead_s = timing.get_step_overhead_s(model.num_layers, activation_dtype)
     work_s = sum(t.time_s for t in expected) + step_overhead_s
+    sigmas = timing.get_relative_sigmas(activation_dtype)
     return StepCost(
         ops=ops,
         expected=expected,
@@ -219,8 +227,10 @@ def get_step_cost(hw: HardwareSpec, model: ModelSpec, workload: Workload, new_to
         compute_dtype=activation_dtype,
         tokens=tokens,
         step_overhead_s=step_overhead_s,
-        sigmas=timing.get_relative_sigmas(activation_dtype),
+        sigmas=sigmas,
         engine_s=get_engine_step_s(timing, model.num_layers, batch, new_tokens, work_s),
+        cache_sigma_s=0.0 if sigmas is None else timing.get_cache_sigma_s(expected, model.num_layers,
+                                                                          activation_dtype),
     )
 
 

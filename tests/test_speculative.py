@@ -62,6 +62,9 @@ class _FlatVerify:
     def get_relative_sigmas(self, compute_dtype):
         return None
 
+    def get_cache_sigma_s(self, expected, num_layers, compute_dtype):
+        return 0.0
+
 
 def test_full_model_with_flat_verify_reduces_to_leviathan():
     import dataclasses

@@ -158,11 +158,19 @@ class CacheReuse(SpecModel):
     working_set_bytes: FloatTuple
     speedup: FloatTuple
     warm_bandwidth_bytes_per_s: float = Field(gt=0, description="weight streaming at the smallest working set")
+    speedup_sigma: FloatTuple = Field(
+        (), description="1-sigma of each point's speedup between the run's repeated timings of the curve (`plan."
+                        "CACHE_REPEATS`, spread over the run; over runs too in a merged profile): how far the curve "
+                        "itself moves, which the intervals of steps whose weights sit on it carry (`timing.measured`); "
+                        "empty: timed once, or measured before it was kept")
 
     @model_validator(mode="after")
     def _check(self) -> "CacheReuse":
         if len(self.working_set_bytes) != len(self.speedup) or not self.speedup:
             raise ValueError("working_set_bytes and speedup must have the same, non-zero length")
+        if self.speedup_sigma and (len(self.speedup_sigma) != len(self.speedup)
+                                   or any(not 0.0 <= x <= 20.0 for x in self.speedup_sigma)):
+            raise ValueError("speedup_sigma must be empty or one value in [0, 20] per working set")
         if any(b <= 0 for b in self.working_set_bytes) or list(self.working_set_bytes) != sorted(set(self.working_set_bytes)):
             raise ValueError("working_set_bytes must be positive and strictly increasing")
         if any(not 1.0 <= x <= 20.0 for x in self.speedup):

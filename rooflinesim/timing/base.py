@@ -26,6 +26,9 @@ class OpTime:
     overhead_s: np.ndarray
     time_s: np.ndarray
     compute_bound: np.ndarray  # bool
+    #: what fully cached weights would take off `time_s` against fully cold ones (a measured profile's cache-reuse
+    #: curve; 0 elsewhere): how the time moves with the warmth the curve reads (`StepCost.priced_time_s`)
+    warm_saving_s: np.ndarray | float = 0.0
 
 
 #: a two-sided 90 % interval of a normal distribution, in standard deviations
@@ -117,6 +120,11 @@ class TimingModel(Protocol):
     def get_relative_sigmas(self, compute_dtype: str) -> RelativeSigmas | None:
         """The relative errors of this model's op times in `compute_dtype`; None where nothing was measured (the
         datasheet roofline: its error is a model error no measurement describes, so it reports no interval)."""
+        ...
+
+    def get_cache_sigma_s(self, expected: list[OpTime], num_layers: int, compute_dtype: str):
+        """How far (s, 1 sigma) a step priced as `expected` moves with the measured cache-reuse curve; read only
+        where `get_relative_sigmas` gives errors (0 where no curve was timed more than once)."""
         ...
 
 

@@ -156,6 +156,10 @@ class DatasheetTiming:
         """No interval: nothing was measured (`TimingModel.get_relative_sigmas`)."""
         return None
 
+    def get_cache_sigma_s(self, expected: list[OpTime], num_layers: int, compute_dtype: str) -> float:
+        """No cache-reuse curve was measured (`TimingModel.get_cache_sigma_s`)."""
+        return 0.0
+
 
 def _make_op_times(compute, memory, overhead, total, bound) -> list[OpTime]:
     """`list(map(OpTime, ...))` over one row per op: the dataclass's `__init__` sets each field of a frozen instance
@@ -164,7 +168,8 @@ def _make_op_times(compute, memory, overhead, total, bound) -> list[OpTime]:
     times = []
     for c, m, o, t, b in zip(compute, memory, overhead, total, bound):
         time = _new_time(OpTime)
-        time.__dict__.update(compute_time_s=c, memory_time_s=m, overhead_s=o, time_s=t, compute_bound=b)
+        time.__dict__.update(compute_time_s=c, memory_time_s=m, overhead_s=o, time_s=t, compute_bound=b,
+                             warm_saving_s=0.0)
         times.append(time)
     return times
 

@@ -75,6 +75,9 @@ class EngineTiming:
     def get_relative_sigmas(self, compute_dtype: str) -> RelativeSigmas | None:
         return self.base.get_relative_sigmas(compute_dtype)
 
+    def get_cache_sigma_s(self, expected: list[OpTime], num_layers: int, compute_dtype: str):
+        return self.base.get_cache_sigma_s(expected, num_layers, compute_dtype)
+
     # --- the engine's terms ----------------------------------------------------------------------------------------
     def with_role(self, role: str) -> "EngineTiming":
         if role not in ROLES:

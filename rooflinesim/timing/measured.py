@@ -85,6 +85,7 @@ def get_profile_sigmas(prof: DtypeProfile, linear: LinearModel, drift: float) ->
         "attention": family(r.get("attention_median_spread", linear_spread), attention),
         "elementwise": family(r.get("elementwise_median_spread", linear_spread), elementwise),
         "other": linear_sigma,  # priced from the fitted roofline of the linears
+        "cache": 1.0,  # its part is already the step's 1-sigma seconds (`StepCost.priced_time_s`)
     }
     decoder = r.get("decoder_fit_median_abs_rel_blocks", r.get("decoder_fit_median_abs_rel", 0.0))
     shared = float(np.hypot(abs(drift) / RANGE3_SIGMAS / np.sqrt(runs), decoder / MEDIAN_ABS_SIGMAS))
@@ -173,6 +174,28 @@ class MeasuredTiming:
         speedup = np.interp(x, np.log(np.asarray(reuse.working_set_bytes)), np.asarray(reuse.speedup))
         return (speedup - 1.0) / (max(reuse.speedup) - 1.0)
 
+    def _cache_warmth_sigma(self, prof: DtypeProfile):
+        """1-sigma of `_cache_warmth`: the curve's spread between its timings at the step's working set, in units of
+        the curve's range (0 without a spread or a bound step)."""
+        reuse = prof.cache_reuse
+        if reuse is None or not reuse.speedup_sigma or self.step_weight_bytes is None or max(reuse.speedup) <= 1.0:
+            return 0.0
+        x = np.log(np.maximum(self.step_weight_bytes, 1.0))
+        sigma = np.interp(x, np.log(np.asarray(reuse.working_set_bytes)), np.asarray(reuse.speedup_sigma))
+        return np.minimum(sigma / (max(reuse.speedup) - 1.0), 1.0)
+
+    def get_cache_sigma_s(self, expected: list[OpTime], num_layers: int, compute_dtype: str):
+        """How far (s, 1 sigma) the step priced as `expected` moves as the cache-reuse curve does: the warmth's
+        sigma times what fully warm weights take off the step (its linears' `warm_saving_s` and the in-model
+        per-layer cost, which `get_step_overhead_s` charges cold steps only)."""
+        prof = self._model(compute_dtype).profile
+        sigma = self._cache_warmth_sigma(prof)
+        if not np.any(sigma):
+            return 0.0
+        terms = self._terms(compute_dtype)
+        in_model = num_layers * prof.in_model_layer_overhead_s * (1.0 if terms is None else terms.scale)
+        return sigma * (sum(t.warm_saving_s for t in expected) + in_model)
+
     def get_cache_warmth(self, compute_dtype: str):
         """How warm the bound step's weights are on the measured cache-reuse curve: 0 (cold, streamed from memory)
         .. 1 (as warm as the smallest calibrated working set); 0 without a curve or a bound step."""
@@ -196,23 +219,33 @@ class MeasuredTiming:
                              np.minimum(per, floor))
         return per
 
-    def _linear_s(self, dm: _DtypeModel, op: OpCost) -> np.ndarray:
-        return self._linear_shape_s(dm, op.dims["m"], op.dims["k"], op.dims["n"],
-                                    np.asarray(op.weight_bytes, dtype=float))
+    def _linear_s(self, dm: _DtypeModel, op: OpCost) -> tuple[np.ndarray, np.ndarray]:
+        """One call's price and what fully warm weights would take off it, against fully cold ones (s)."""
+        per, warm = self._linear_cold_warm_s(dm, op.dims["m"], op.dims["k"], op.dims["n"],
+                                             np.asarray(op.weight_bytes, dtype=float))
+        return self._blend(dm, per, warm), per - warm
 
-    def _grouped_experts_s(self, dm: _DtypeModel, op: OpCost) -> np.ndarray:
+    def _grouped_experts_s(self, dm: _DtypeModel, op: OpCost) -> tuple[np.ndarray, np.ndarray]:
         """One GEMM per hit expert at its own rows and weights from the linear tables, and an empty GEMM (one
-        dispatch) for each expert of the layer that received no token (`ops.implementation_ops`)."""
+        dispatch) for each expert of the layer that received no token (`ops.implementation_ops`); and what fully
+        warm weights would take off them."""
         hit = np.asarray(op.dims["experts"], dtype=float)
         weight = np.asarray(op.weight_bytes, dtype=float) / np.maximum(hit, 1e-300)
-        per_expert = self._linear_shape_s(dm, op.dims["m"], op.dims["k"], op.dims["n"], weight)
-        return hit * per_expert + np.maximum(op.dims["expert_calls"] - hit, 0.0) * self._dispatch_s(dm.profile)
+        per, warm = self._linear_cold_warm_s(dm, op.dims["m"], op.dims["k"], op.dims["n"], weight)
+        empty = np.maximum(op.dims["expert_calls"] - hit, 0.0) * self._dispatch_s(dm.profile)
+        return hit * self._blend(dm, per, warm) + empty, hit * (per - warm)
 
-    def _linear_shape_s(self, dm: _DtypeModel, m, k, n, weight) -> np.ndarray:
+    def _blend(self, dm: _DtypeModel, cold, warm) -> np.ndarray:
+        """A call's price at the bound step's warmth on the cache-reuse curve."""
+        warmth = self._cache_warmth(dm.profile)
+        return cold * (1.0 - warmth) + warm * warmth
+
+    def _linear_cold_warm_s(self, dm: _DtypeModel, m, k, n, weight) -> tuple[np.ndarray, np.ndarray]:
+        """One call with fully cold and with fully cached weights (the cold price again without a curve)."""
         prof = dm.profile
         per = self._cold_linear_s(dm, m, k, n, weight)
         if prof.cache_reuse is None:
-            return per
+            return per, per
         # the tables are cold; weights that stay cached between steps stream at the warm bandwidth whatever the
         # shape (a shape's own cold inefficiency is a memory-side effect that the cache removes too), but the cache
         # cannot take away more than `_cache_saving_s` (compute-bound calls keep their time)
@@ -225,8 +258,7 @@ class MeasuredTiming:
             one = self._cold_linear_s(dm, 1, k, n, weight)
             at_one = np.minimum(one, np.maximum(prof.linear_overhead_s + weight / warm_bw, one - saved))
             cached = np.maximum(cached, at_one * get_warm_growth(dm.warm, m, k, n))
-        warmth = self._cache_warmth(prof)
-        return per * (1.0 - warmth) + np.minimum(per, cached) * warmth
+        return per, np.minimum(per, cached)
 
     @staticmethod
     def _cache_saving_s(prof: DtypeProfile, weight) -> np.ndarray:
@@ -239,8 +271,9 @@ class MeasuredTiming:
         prof = dm.profile
         compute = op.count * op.flops / prof.peak_flops_per_s
         memory = op.count * op.bytes / prof.gemv_bandwidth_bytes_per_s
+        warm_saving = 0.0  # per call: what fully warm weights would take off it, against fully cold ones
         if op.kind == "linear":
-            per = self._linear_s(dm, op)
+            per, warm_saving = self._linear_s(dm, op)
         elif op.kind == "attention":
             per = self._attention_s(prof, op)
         elif op.name in ("kv_concat", "kv_repeat") and prof.kv_concat is not None:
@@ -252,7 +285,7 @@ class MeasuredTiming:
         elif op.kind == "dispatch":
             per = op.dims["calls"] * self._dispatch_s(prof)
         elif op.kind == "expert_linear" and "expert_calls" in op.dims:
-            per = self._grouped_experts_s(dm, op)
+            per, warm_saving = self._grouped_experts_s(dm, op)
         elif op.name in ("kv_concat", "kv_repeat"):
             # a profile measured before the fresh-allocation copy was timed: its copy bandwidth (a copy into an
             # existing buffer, so without the new allocation's page faults: a lower bound) + one call's overhead
@@ -269,7 +302,8 @@ class MeasuredTiming:
         time = op.count * np.asarray(per, dtype=float) * scale
         time = np.broadcast_to(time, np.broadcast(time, compute).shape).astype(float)
         overhead = np.maximum(time - np.maximum(compute, memory), 0.0)
-        return OpTime(compute + 0 * time, memory + 0 * time, overhead, time, compute > memory)
+        return OpTime(compute + 0 * time, memory + 0 * time, overhead, time, compute > memory,
+                      op.count * np.asarray(warm_saving, dtype=float) * scale)
 
     @staticmethod
     def _dispatch_s(prof: DtypeProfile) -> float:

@@ -124,9 +124,9 @@ def is_essential(key: MeasurementKey, plan: Plan) -> bool:
     if isinstance(key, DecoderKey):
         return key.name in OVERHEAD_MODELS or (key.name == plan.block_models[0] and key.batch == 1
                                                and key.new_tokens == 1 and key.build == 0)
-    if isinstance(key, CacheKey):
-        keys = plan.cache_keys()
-        return key in (keys[0], keys[-1])
+    if isinstance(key, CacheKey):  # the first timing's smallest working set and the pool
+        sizes = [k.working_set_bytes for k in plan.cache_keys()]
+        return key.repeat == 0 and key.working_set_bytes in (sizes[0], max(sizes))
     if isinstance(key, WarmLinearKey):  # one row and one point of growth per shape; the rest of the grid may wait
         return key.m in MINIMAL_WARM_M
     if isinstance(key, ImplementationKey) and key.kind == "kv_concat":  # the two smallest caches: one fit
@@ -182,7 +182,7 @@ def _get_generic_level_plan(level: str, dtypes, device) -> Plan:
                        block_models=MINIMAL_BLOCK_MODELS, block_tokens=(StepTokens(1, 1),),
                        cache_working_sets=MINIMAL_CACHE_WORKING_SETS, kv_concat_bytes=QUICK_KV_CONCAT_BYTES[:2],
                        overhead_shapes=(),  # a device too slow for the quick plan: not even the tiny shapes
-                       decoder_builds=1)
+                       decoder_builds=1, cache_repeats=1)
     raise ValueError(f"unknown calibration level {level!r}; one of {', '.join(LEVELS)}")
 
 

@@ -31,7 +31,7 @@ from ...units import get_dtype_bytes
 from .fit import AffineResult, RooflineFit, fit_affine, fit_roofline
 from .fit_decoders import IN_MODEL_SCALE_BOUNDS, fit_overheads  # noqa: F401 (IN_MODEL_SCALE_BOUNDS: re-exported)
 from .measurements import (
-    AttentionKey, CacheKey, ElementwiseKey, ImplementationKey, LinearKey, Results, SamplerKey,
+    AttentionKey, CacheKey, ElementwiseKey, ImplementationKey, LinearKey, Results, SamplerKey, Timing,
     WarmLinearKey, find_heap_concat_outliers, find_stalled_linear_points,
 )
 from .plan import (CACHE_SHAPE, Plan, elementwise_step_split, get_kv_concat_allocation_bytes, get_kv_concat_bytes,
@@ -180,12 +180,18 @@ def _fit_dispatch_s(results: Results) -> float | None:
 
 def _fit_cache_reuse(dtype: str, results: Results, roof: RooflineFit, gemv_bw: float | None = None
                      ) -> CacheReuse | None:
-    """The speed-up of weight streaming vs the working set, relative to the whole pool (cold). The cold end is one
-    configuration; `gemv_bw` (the bandwidth benchmark's sweep of cold GEMVs over the same pool) times the same
-    streaming again, and the faster of the two is the cold end: one reading slowed by a neighbour lifted every
-    point of the curve (bf16 plateaus of 1.34-1.37x from 32 to 384 MiB on the 2-core AMD EPYC, where the sweep
-    streamed 10-17 % faster than the pool point; in the runs without a plateau the pool point was the faster one)."""
-    rows = sorted((key.working_set_bytes, results.timing(key).estimate_s) for key in results.keys_of(CacheKey))
+    """The speed-up of weight streaming vs the working set, relative to the whole pool (cold), from the calls of
+    every timing of the curve pooled per working set. The cold end is the pool; `gemv_bw` (the bandwidth benchmark's
+    sweep of cold GEMVs over the same pool) times the same streaming again, and the faster of the two is the cold
+    end: one reading slowed by a neighbour lifted every point of the curve (bf16 plateaus of 1.34-1.37x from 32 to
+    384 MiB on the 2-core AMD EPYC, where the sweep streamed 10-17 % faster than the pool point; in the runs without
+    a plateau the pool point was the faster one). `speedup_sigma`: each point's spread between the timings."""
+    pooled: dict[int, list[float]] = {}
+    repeats: dict[int, list[float]] = {}
+    for key in results.keys_of(CacheKey):
+        pooled.setdefault(key.working_set_bytes, []).extend(results.samples[key])
+        repeats.setdefault(key.working_set_bytes, []).append(results.timing(key).estimate_s)
+    rows = sorted((size, Timing(tuple(samples)).estimate_s) for size, samples in pooled.items())
     if len(rows) < 2:
         return None
     k, n = CACHE_SHAPE
@@ -197,10 +203,14 @@ def _fit_cache_reuse(dtype: str, results: Results, roof: RooflineFit, gemv_bw: f
     sizes = np.array([size for size, _ in rows], dtype=float)
     speedup = np.maximum(cold / (np.array([t for _, t in rows]) - fixed), 1.0)
     speedup = np.maximum.accumulate(speedup[::-1])[::-1]  # never faster for a larger working set
+    # the pool is the cold end by definition; elsewhere the sample deviation of the timings' speedups (none if once)
+    sigma = [float(np.std(np.clip(cold / (np.array(repeats[int(size)]) - fixed), 1.0, MAX_CACHE_SPEEDUP), ddof=1))
+             if len(repeats[int(size)]) > 1 and i < len(rows) - 1 else 0.0 for i, size in enumerate(sizes)]
     warm_bandwidth = k * n * get_dtype_bytes(dtype) / (rows[0][1] - fixed)
     return CacheReuse(working_set_bytes=tuple(float(x) for x in sizes),
                       speedup=tuple(float(min(x, MAX_CACHE_SPEEDUP)) for x in speedup),
-                      warm_bandwidth_bytes_per_s=float(warm_bandwidth))
+                      warm_bandwidth_bytes_per_s=float(warm_bandwidth),
+                      speedup_sigma=tuple(sigma) if any(len(r) > 1 for r in repeats.values()) else ())
 
 
 def _fit_warm_linear(results: Results) -> tuple[LinearTable, ...]:

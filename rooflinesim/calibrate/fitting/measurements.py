@@ -66,9 +66,11 @@ class DecoderKey:
 
 @dataclass(frozen=True)
 class CacheKey:
-    """The cache-reuse GEMV with its weights rotating over `working_set_bytes` (B)."""
+    """The cache-reuse GEMV with its weights rotating over `working_set_bytes` (B); `repeat`: which of the run's
+    timings of the curve (`Plan.cache_repeats`)."""
 
     working_set_bytes: int
+    repeat: int = 0
 
 
 @dataclass(frozen=True)

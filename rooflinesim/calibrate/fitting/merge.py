@@ -88,9 +88,18 @@ def _merge_cache(profiles: list[DtypeProfile], runs: list[int]) -> CacheReuse | 
         return None
     first = curves[0]
     same = list(zip(curves, weights))
-    speedup = np.average(np.array([c.speedup for c, _ in same]), axis=0, weights=weights)
+    curves_speedup = np.array([c.speedup for c, _ in same])
+    speedup = np.average(curves_speedup, axis=0, weights=weights)
+    # how far the curve moves: within each run (its repeated timings) and between the runs' curves; a step priced
+    # later meets the machine in one state, so pooling runs does not narrow it
+    within = np.average(np.array([c.speedup_sigma or (0.0,) * len(c.speedup) for c, _ in same]) ** 2, axis=0,
+                        weights=weights)
+    between = np.average((curves_speedup - speedup) ** 2, axis=0, weights=weights) * len(same) / max(len(same) - 1, 1)
+    sigma = np.sqrt(within + between)
     return CacheReuse(working_set_bytes=first.working_set_bytes, speedup=tuple(float(x) for x in speedup),
-                      warm_bandwidth_bytes_per_s=_weighted([c.warm_bandwidth_bytes_per_s for c, _ in same], weights))
+                      warm_bandwidth_bytes_per_s=_weighted([c.warm_bandwidth_bytes_per_s for c, _ in same], weights),
+                      speedup_sigma=tuple(float(min(x, 20.0)) for x in sigma)
+                      if len(same) > 1 or any(c.speedup_sigma for c, _ in same) else ())
 
 
 def merge_dtype(dtype: str, profiles: list[DtypeProfile]) -> DtypeProfile:

@@ -94,12 +94,8 @@ HOLD_OUT_MODELS = ("tiny-llama-123m", "tiny-draft-2l")
 
 ATTENTION_HEADS = (AttentionHeads(12, 3, 64), AttentionHeads(24, 4, 64), AttentionHeads(24, 8, 128))
 QUICK_ATTENTION_HEADS = (AttentionHeads(12, 3, 64), AttentionHeads(24, 8, 128))
-ATTENTION_BATCH = (1, 3, 12, 40)
-ATTENTION_CONTEXT = (96, 400, 1500, 3000)
-ATTENTION_Q = (1, 3, 6, 10)
-QUICK_ATTENTION_BATCH = (1, 12, 40)
-QUICK_ATTENTION_CONTEXT = (96, 1500)
-QUICK_ATTENTION_Q = (1, 6)
+ATTENTION_BATCH, ATTENTION_CONTEXT, ATTENTION_Q = (1, 3, 12, 40), (96, 400, 1500, 3000), (1, 3, 6, 10)
+QUICK_ATTENTION_BATCH, QUICK_ATTENTION_CONTEXT, QUICK_ATTENTION_Q = (1, 12, 40), (96, 1500), (1, 6)
 
 #: synthetic layers for the elementwise families
 ELEMENTWISE_SPECS = (LayerShape(768, 12, 4, 2048), LayerShape(1536, 24, 8, 4096))
@@ -155,7 +151,6 @@ def get_kv_concat_bytes(size_bytes: int, dtype: str) -> float:
     positions = get_kv_concat_positions(size_bytes, dtype)
     return 2.0 * 2.0 * positions * KV_CONCAT_HEADS * KV_CONCAT_HEAD_DIM * get_dtype_bytes(dtype)
 
-#: the weight of the cache-reuse benchmark: 16 MB in fp32, 8 MB in bf16
 #: small weight shapes timed with their weights warm in the last-level cache, vs M (`WarmLinearKey`): a small model
 #: (a draft, or the tiny pair of `acceptance validate`) keeps its weights cached between steps, where a GEMM's time
 #: grows with M at the small-M compute rate instead of hiding behind weight streaming as in the cold tables (a
@@ -165,12 +160,15 @@ WARM_LINEAR_SHAPES = tuple(WeightShape(k, n) for k, n in ((128, 128), (128, 512)
 WARM_M_GRID = (1, 2, 4, 8, 16, 32, 64, 128)
 WARM_WORKING_SET_BYTES = int(8 * MIB)  # above a core's L2, inside the last-level cache
 
+#: the weight of the cache-reuse benchmark: 16 MB in fp32, 8 MB in bf16
 CACHE_SHAPE = WeightShape(2048, 2048)
 CACHE_WORKING_SETS = tuple(int(x * MIB) for x in (16, 32, 64, 96, 128, 192, 256, 384))
 QUICK_CACHE_WORKING_SETS = tuple(int(x * MIB) for x in (16, 64, 128, 256))
-#: a cache-reuse point is timed as whole passes over its working set (`benchmarks.cache`): at least this many, and at
-#: least MIN_CACHE_CALLS GEMVs
+#: a cache-reuse point times whole passes over its working set (`benchmarks.cache`): at least this many, and GEMVs
 MIN_CACHE_PASSES, MIN_CACHE_CALLS = 3, 10
+#: timings of the cache-reuse curve per run, each point a job in the shuffled order: the curve pools their calls,
+#: `speedup_sigma` is their spread (64-256 MiB moved between runs on the Xeon VM: docs/calibration.md s. 5)
+CACHE_REPEATS = 3
 
 
 def get_cache_passes(copies: int) -> int:
@@ -315,6 +313,7 @@ class Plan:
     # the tiny decoders' shapes, at OVERHEAD_M_GRID; priced from their own tables only (OVERHEAD_LINEAR_SHAPES)
     overhead_shapes: tuple[WeightShape, ...] = OVERHEAD_LINEAR_SHAPES
     decoder_builds: int = DECODER_BUILDS  # fresh builds of each mid-size decoder, fitted by their median
+    cache_repeats: int = CACHE_REPEATS  # timings of the cache-reuse curve, shuffled among the other jobs
 
     @property
     def all_linear_shapes(self) -> tuple[WeightShape, ...]:
@@ -332,7 +331,7 @@ class Plan:
                 attention=AttentionGrid((AttentionHeads(12, 3, 64),), (1, 4), (96, 400), (1, 5)),
                 elementwise_tokens=(1, 40), block_models=("block-384", "block-1536"),
                 block_tokens=(StepTokens(1, 1),), cache_working_sets=(int(16 * MIB),), warm_shapes=(),
-                kv_concat_bytes=TINY_KV_CONCAT_BYTES, decoder_builds=1)
+                kv_concat_bytes=TINY_KV_CONCAT_BYTES, decoder_builds=1, cache_repeats=1)
         if quick:
             return cls(
                 quick=True, dtypes=dtypes, level="quick", linear_shapes=QUICK_LINEAR_SHAPES, m_grid=QUICK_M_GRID, passes=1,
@@ -380,9 +379,10 @@ class Plan:
                    for name in self.block_models for t in self.block_tokens])
 
     def cache_keys(self) -> list[CacheKey]:
-        """One per working set below the pool, and the whole pool (the cold reference) last."""
-        sizes = [s for s in self.cache_working_sets if s < self.rotate_bytes] + [self.rotate_bytes]
-        return [CacheKey(int(size)) for size in sizes]
+        """One per working set below the pool, per repeat, and the whole pool (the cold reference) once, last."""
+        sizes = [s for s in self.cache_working_sets if s < self.rotate_bytes]
+        return [CacheKey(int(size), r) for r in range(self.cache_repeats) for size in sizes] + [
+            CacheKey(int(self.rotate_bytes))]
 
     def warm_linear_keys(self) -> list[WarmLinearKey]:
         return [WarmLinearKey(k, n, m) for k, n in self.warm_shapes for m in WARM_M_GRID]
