@@ -11,7 +11,8 @@ hold-out error, with neither the calibration nor the hold-out measured again.
 
 Models are found by name among the HF hold-outs, the gpt-fast-style ones and the project's family (seed 0); rows of
 `calibrate --model` models are skipped. The hf and gptfast rows are priced twice: as if the reference decoder ran
-them ("as reference") and with their implementation profile (`--impl hf` / `gptfast`).
+them ("as reference") and with their implementation profile (`--impl hf` / `gptfast`). Each family's line also gives
+the share of its measured steps inside the profile's 90 % intervals, and their median upper half-width.
 """
 
 from __future__ import annotations
@@ -47,9 +48,20 @@ def specs_by_name() -> dict:
     return specs
 
 
-def _summary(errors) -> str:
+def _summary(errors, inside=()) -> str:
     e = np.abs(errors)
-    return f"median {np.median(e):.1%} p90 {np.quantile(e, 0.9):.1%} (n {len(e)})"
+    return (f"median {np.median(e):.1%} p90 {np.quantile(e, 0.9):.1%} (n {len(e)})"
+            + (f", {np.mean([i for i, _ in inside]):.0%} inside their 90 % intervals (median width "
+               f"+{np.median([w for _, w in inside]):.0%})" if len(inside) else ""))
+
+
+def _inside(priced: dict, measured_s: float) -> list[tuple[bool, float]]:
+    """Whether the measured step lies in the priced 90 % interval, and the interval's upper half-width relative to
+    the price (log-symmetric: the lower one is narrower); [] where the profile gives none."""
+    low, high = priced.get("predicted_low_s"), priced.get("predicted_high_s")
+    if low is None or high is None:
+        return []
+    return [(low <= measured_s <= high, high / priced["predicted_s"] - 1)]
 
 
 def _refit(hw, path: str):
@@ -86,6 +98,7 @@ def main() -> int:
                 print(f"{path}: {exc}", file=sys.stderr)
                 return 2
         errors: dict = {}
+        inside: dict = {}
         by_model: dict = {}
         for row in report["configs"]:
             spec = specs.get(row["model"])
@@ -102,8 +115,9 @@ def main() -> int:
                 print(f"    {row['model']:22s} batch {row['batch']:<3d} context {row['context_tokens']:<5d} measured "
                       f"{row['measured_s'] * 1e3:8.2f} ms, priced {priced['predicted_s'] * 1e3:8.2f} ms, {error:+.1%}")
             errors.setdefault(row["family"], []).append(error)
+            inside.setdefault(row["family"], []).extend(_inside(priced, row["measured_s"]))
             by_model.setdefault(row["family"], {}).setdefault(row["model"], []).append(error)
-        print(f"{path}: " + ", ".join(f"{f} {_summary(e)}" for f, e in errors.items()))
+        print(f"{path}: " + ", ".join(f"{f} {_summary(e, inside.get(f, ()))}" for f, e in errors.items()))
         for family, models in by_model.items() if per_model else ():
             for model, e in models.items():
                 print(f"    {family} {model}: {_summary(e)}, signed median {np.median(e):+.1%}")
