@@ -158,3 +158,11 @@ def test_speculative_intervals_carry_it_too():
         assert spread[part][key] == plain[part][key]
         assert spread[part][f"{key}_high"] / spread[part][f"{key}_low"] > \
             plain[part][f"{key}_high"] / plain[part][f"{key}_low"]
+
+
+def test_calibrates_summary_line_names_the_curve_and_its_largest_spread():
+    curve = CacheReuse(working_set_bytes=(16 * MIB, 64 * MIB, 256 * MIB, 512 * MIB), speedup=(2.0, 1.25, 1.0, 1.0),
+                       warm_bandwidth_bytes_per_s=1e10, speedup_sigma=(0.3, 0.05, 0.01, 0.0))
+    assert curve.describe() == "2.00x at 16 MiB, cold from 256 MiB, its timings +-0.30 (1 sigma) at most, at 16 MiB"
+    once = curve.model_copy(update={"speedup_sigma": (), "speedup": (2.0, 1.5, 1.2, 1.1)})
+    assert once.describe() == "2.00x at 16 MiB, 1.10x at 512 MiB"

@@ -107,7 +107,7 @@ def cmd_calibrate(args) -> int:
         print(f"  {dtype}: GEMV {prof.gemv_bandwidth_bytes_per_s / GIGA:.1f} GB/s, copy "
               f"{prof.copy_bandwidth_bytes_per_s / GIGA:.1f} GB/s, GEMM peak {prof.peak_flops_per_s / GIGA:.0f} GFLOP/s, "
               f"{format_layer_overheads(prof.layer_overhead_s, prof.in_model_layer_overhead_s)}in-model scale "
-              f"{prof.in_model_scale:.2f}")
+              f"{prof.in_model_scale:.2f}" + (f"; cache reuse {prof.cache_reuse.describe()}" if prof.cache_reuse else ""))
     for line in get_fit_warnings(spec):
         print(line, file=sys.stderr)
     if "re-run in a quiet window" in prov.notes:

@@ -177,6 +177,21 @@ class CacheReuse(SpecModel):
             raise ValueError("cache speedups must lie in [1, 20]")
         return self
 
+    def describe(self) -> str:
+        """One line for `calibrate`'s summary: the speed-up at the smallest working set, the first working set read
+        cold (1.0x), and the largest spread between the run's timings of the curve (where it was timed again)."""
+        def mib(size: float) -> str:
+            return f"{size / MIB:.0f} MiB"
+
+        sizes, speedup, sigma = self.working_set_bytes, self.speedup, self.speedup_sigma
+        cold = next((size for size, x in zip(sizes, speedup) if x <= 1.0), None)
+        line = f"{speedup[0]:.2f}x at {mib(sizes[0])}, " + (
+            f"cold from {mib(cold)}" if cold is not None else f"{speedup[-1]:.2f}x at {mib(sizes[-1])}")
+        if sigma:
+            i = max(range(len(sigma)), key=lambda j: sigma[j])
+            line += f", its timings +-{sigma[i]:.2f} (1 sigma) at most, at {mib(sizes[i])}"
+        return line
+
 
 #: glibc's largest mmap threshold on 64-bit Linux (malloc.c DEFAULT_MMAP_THRESHOLD_MAX), which a process's dynamic
 #: threshold settles at once it has freed such chunks: an allocation from this size up is mapped afresh
