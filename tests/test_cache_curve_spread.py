@@ -166,3 +166,18 @@ def test_calibrates_summary_line_names_the_curve_and_its_largest_spread():
     assert curve.describe() == "2.00x at 16 MiB, cold from 256 MiB, its timings +-0.30 (1 sigma) at most, at 16 MiB"
     once = curve.model_copy(update={"speedup_sigma": (), "speedup": (2.0, 1.5, 1.2, 1.1)})
     assert once.describe() == "2.00x at 16 MiB, 1.10x at 512 MiB"
+
+
+@pytest.mark.parametrize("sigma, reason", [((0.1,), "one value in \\[0, 20\\] per working set"),
+                                           ((0.1, "x", 0.0), "valid number"), ((0.1, -1.0, 0.0), "\\[0, 20\\]")])
+def test_a_hand_edited_spread_is_a_clear_error_naming_file_and_field(tmp_path, sigma, reason):
+    import yaml
+
+    from rooflinesim.specs.profiles import load_profile, write_profile
+    from rooflinesim.specs.registry import SpecError
+
+    data = yaml.safe_load(write_profile(_curve(make_profile(), sigma=(0, 0.2, 0)), tmp_path / "p.yaml").read_text())
+    data["measured"]["dtypes"]["fp32"]["cache_reuse"]["speedup_sigma"] = list(sigma)
+    (tmp_path / "bad.yaml").write_text(yaml.safe_dump(data))
+    with pytest.raises(SpecError, match=f"bad.yaml.*cache_reuse.*{reason}"):
+        load_profile(tmp_path / "bad.yaml")
