@@ -222,6 +222,8 @@ def build_parser(raising: bool = False) -> argparse.ArgumentParser:
                         "beside the project's own family (project); median/p90 error and interval coverage each")
     p.add_argument("--tiny", action="store_true", help="--family: the smoke-test grid (batch 1-2, context 64; a "
                                                        "dry run of the tooling, not a measurement)")
+    p.add_argument("--remeasure", action="store_true", help="--family: measure every step again after the first "
+                   "pass and report how far the two measurements lie apart (the machine's own floor under the errors)")
     p.add_argument("--serve", action="store_true", help="instead: a measured continuous-batching loop (Poisson "
                    "arrivals, off and fixed:K) against 'rooflinesim serve' on the same requests (~2-3 min on 2 cores)")
     p.add_argument("--load", type=float, default=None, help="--serve: offered load as a share of off's simulated "

@@ -262,12 +262,13 @@ def cmd_validate(args) -> int:
     # the reports go next to their profile unless --out-dir says otherwise; checked before any measuring
     out_dir = check_output_dir(args.out_dir if args.out_dir is not None else Path(profile_path).parent, "--out-dir")
     args.model = get_validate_model(args, profile)
+    for flag in ("tiny", "remeasure"):
+        if getattr(args, flag, False) and (args.serve or not getattr(args, "family", None)):
+            raise InputError(f"--{flag} belongs to 'validate --family'")
     if args.serve:
         return cmd_validate_serve(args, profile_path, profile, out_dir)
     if getattr(args, "family", None):
         return cmd_validate_family(args, profile_path, profile, out_dir)
-    if getattr(args, "tiny", False):
-        raise InputError("--tiny belongs to 'validate --family'")
     for name in ("load", "rate", "requests", "k"):
         if getattr(args, name, None) is not None:
             raise InputError(f"--{name} belongs to 'validate --serve'")
@@ -388,7 +389,7 @@ def cmd_validate_family(args, profile_path, profile, out_dir) -> int:
     for dtype in dtypes:
         report = run_external_validation(profile_path, device, dtype, families, quick=args.quick, seed=args.seed,
                                          progress=not args.no_progress, model_source=args.model,
-                                         tiny=getattr(args, "tiny", False))
+                                         tiny=getattr(args, "tiny", False), remeasure=args.remeasure)
         print_external_report(report)
         reports.append(report)
     path = write_external_report(combine_external_reports(reports), out_dir,

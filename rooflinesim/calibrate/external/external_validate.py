@@ -56,6 +56,10 @@ def summarise_family(rows: list[dict]) -> dict:
     with_reference = [r for r in rows if r.get("predicted_reference_s") is not None]
     if with_reference:  # the same rows priced as if the reference decoder ran them: before the implementation profile
         out["reference_impl"] = summarise([ape(r["predicted_reference_s"], r["measured_s"]) for r in with_reference])
+    remeasured = [r for r in rows if r.get("remeasured_s") is not None]
+    if remeasured:  # validate --remeasure: the machine's own floor under the errors, and the errors on the second pass
+        out["repeatability"] = get_repeatability(remeasured)
+        out["calibrated_remeasured"] = summarise([ape(r["predicted_s"], r["remeasured_s"]) for r in remeasured])
     with_interval = [r for r in rows if r.get("predicted_low_s") is not None]
     if with_interval:
         out["coverage"] = float(np.mean([r["predicted_low_s"] <= r["measured_s"] <= r["predicted_high_s"]
@@ -63,6 +67,26 @@ def summarise_family(rows: list[dict]) -> dict:
         out["interval_half_width"] = float(np.median([(r["predicted_high_s"] - r["predicted_low_s"]) / 2
                                                       / r["predicted_s"] for r in with_interval]))
     return out
+
+
+def get_repeatability(rows: list[dict]) -> dict:
+    """How far two measurements of the same steps lie apart: |second / first - 1| per row (`measured_s`, then
+    `remeasured_s`), as a median / p90 summary. A prediction's error below it cannot be told from the machine's
+    own movement between the two."""
+    return summarise([ape(r["remeasured_s"], r["measured_s"]) for r in rows])
+
+
+def row_key(row: dict) -> tuple:
+    """What identifies a measured step within one validation: its family, model and (batch, context, new tokens)."""
+    return row["family"], row["model"], row["batch"], row["context_tokens"], row["new_tokens"]
+
+
+def pair_remeasured(first: list[dict], second: list[dict]) -> list[dict]:
+    """The first pass's rows, each with the second pass's measurement of the same step as `remeasured_s`."""
+    again = {row_key(r): r["measured_s"] for r in second}
+    if len(again) != len(second) or {row_key(r) for r in first} != set(again):
+        raise RuntimeError("validate --remeasure: the second pass measured other steps than the first")
+    return [{**r, "remeasured_s": again[row_key(r)]} for r in first]
 
 
 def speed_factor(anchor_report: dict | None) -> float | None:
@@ -95,11 +119,11 @@ def _base_hardware(hw):
 def run_external_validation(profile_path: str, device: Device, dtype: str | None, families=("hf",),
                             quick: bool = False, tiny: bool = False, seed: int = 0, progress: bool = True,
                             hf_overrides: dict | None = None, hf_entries=None, gptfast_specs=None,
-                            model_source: str | None = None) -> dict:
-    """Measure the families' decode steps on `device` and compare with the profile's predictions."""
-    from .hf_holdout import HF_HOLD_OUTS, HfGrid, measure_hf_family, require_transformers
-    from .gptfast_model import measure_gptfast_family
-    from ..validators.validate_family import FamilyGrid, measure_family
+                            model_source: str | None = None, remeasure: bool = False) -> dict:
+    """Measure the families' decode steps on `device` and compare with the profile's predictions. With `remeasure`,
+    every family is measured a second time after the first pass, in the same order, so each step's two measurements
+    lie one pass apart (`remeasured_s`, `repeatability`)."""
+    from .hf_holdout import HF_HOLD_OUTS, require_transformers
 
     hw = load_profile(profile_path)
     measured = hw.measured
@@ -112,32 +136,21 @@ def run_external_validation(profile_path: str, device: Device, dtype: str | None
     if "hf" in families:
         require_transformers()
     base = _base_hardware(hw)
-    grid = HfGrid.make(quick, tiny)
-    timer = Timer(device)
     started = time.perf_counter()
-    rows: list[dict] = []
     log = print if progress else (lambda *a, **k: None)
     from ..measure.anchor import Anchor, compare_anchor
 
     anchor = Anchor(device) if not tiny else None  # is the machine as fast now as when the profile was measured?
     anchors = [anchor.time_s()] if anchor else []
-    with torch.inference_mode():
-        for family in families:
-            t0 = time.perf_counter()
-            if family == "hf":
-                rows += measure_hf_family(hw, base, device, dtype, grid, timer, hf_entries or HF_HOLD_OUTS,
-                                          config_overrides=hf_overrides)
-            elif family == "gptfast":
-                rows += measure_gptfast_family(hw, base, device, dtype, grid, timer, gptfast_specs)
-            elif family == "model":
-                from .model_terms import measure_model_family
-
-                rows += measure_model_family(hw, base, model_source, device, dtype, timer, tiny)
-            else:
-                own = measure_family(hw, base, device, dtype, FamilyGrid.make(quick, tiny), timer,
-                                     grid.min_calls, grid.min_time_s, seed)
-                rows += [{**r, "family": "project"} for r in own]
-            log(f"validate --family: {family} measured in {time.perf_counter() - t0:.0f} s")
+    measure = dict(hw=hw, base=base, device=device, dtype=dtype, families=families, quick=quick, tiny=tiny,
+                   seed=seed, hf_entries=hf_entries or HF_HOLD_OUTS, hf_overrides=hf_overrides,
+                   gptfast_specs=gptfast_specs, model_source=model_source, log=log)
+    rows = _measure_families(**measure)
+    remeasure_gap_s = None
+    if remeasure:
+        remeasure_gap_s = time.perf_counter() - started
+        log("validate --family: the same steps again (--remeasure)")
+        rows = pair_remeasured(rows, _measure_families(**measure))
     if anchor:
         anchors.append(anchor.time_s())
     summary = {f: summarise_family([r for r in rows if r["family"] == f]) for f in families}
@@ -163,10 +176,43 @@ def run_external_validation(profile_path: str, device: Device, dtype: str | None
         "by_model": {m: summarise_family(rs) for m, rs in by_model.items()},
         "anchor": anchor_report,
         "duration_s": round(time.perf_counter() - started, 1),
+        "remeasure_gap_s": None if remeasure_gap_s is None else round(remeasure_gap_s, 1),
         "notes": "measured_s: median of the faster half of the individual step calls (measured_median_s: plain "
                  "median); predicted_low_s / _high_s: the calibrated 90 % interval; interval_half_width: median of "
-                 "(high - low) / 2 / predicted.",
+                 "(high - low) / 2 / predicted. With --remeasure: remeasured_s, the same step measured again one "
+                 "pass (remeasure_gap_s) later; repeatability, |remeasured / measured - 1|; calibrated_remeasured, "
+                 "the prediction's errors against the second measurement.",
     }
+
+
+def _measure_families(hw, base, device, dtype, families, quick, tiny, seed, hf_entries, hf_overrides, gptfast_specs,
+                      model_source, log) -> list[dict]:
+    """One pass over the families: their rows, each family's models built and timed afresh."""
+    from .hf_holdout import HfGrid, measure_hf_family
+    from .gptfast_model import measure_gptfast_family
+    from ..validators.validate_family import FamilyGrid, measure_family
+
+    grid = HfGrid.make(quick, tiny)
+    timer = Timer(device)
+    rows: list[dict] = []
+    with torch.inference_mode():
+        for family in families:
+            t0 = time.perf_counter()
+            if family == "hf":
+                rows += measure_hf_family(hw, base, device, dtype, grid, timer, hf_entries,
+                                          config_overrides=hf_overrides)
+            elif family == "gptfast":
+                rows += measure_gptfast_family(hw, base, device, dtype, grid, timer, gptfast_specs)
+            elif family == "model":
+                from .model_terms import measure_model_family
+
+                rows += measure_model_family(hw, base, model_source, device, dtype, timer, tiny)
+            else:
+                own = measure_family(hw, base, device, dtype, FamilyGrid.make(quick, tiny), timer,
+                                     grid.min_calls, grid.min_time_s, seed)
+                rows += [{**r, "family": "project"} for r in own]
+            log(f"validate --family: {family} measured in {time.perf_counter() - t0:.0f} s")
+    return rows
 
 
 def get_anchor_reference(hw, families, model_source: str | None, dtype: str) -> tuple[dict | None, str]:
@@ -221,6 +267,21 @@ def print_external_report(report: dict, console=None) -> None:
                 console.print(f"  {family}: predictions x {summary['speed_factor']:.2f} (the machine's speed now "
                               "against then): "
                               f"median {adj['median_ape']:.1%}, p90 {adj['p90_ape']:.1%} (a diagnostic only)")
+    print_repeatability(report, console)
+
+
+def print_repeatability(report: dict, console) -> None:
+    """validate --remeasure's lines: per family, how far the two measurements of each step lie apart, and the
+    prediction's errors against each."""
+    for family, s in report["summary"].items():
+        if "repeatability" not in s:
+            continue
+        rep, first, second = s["repeatability"], s["calibrated"], s["calibrated_remeasured"]
+        console.print(f"  {family}: the same {rep['n']} steps measured again {report['remeasure_gap_s']:.0f} s later "
+                      f"differ by {rep['median_ape']:.1%} (median), {rep['p90_ape']:.1%} (p90), errors of that size "
+                      f"cannot be told from the machine's movement; prediction against the first pass {first['median_ape']:.1%} / "
+                      f"{first['p90_ape']:.1%}, against the second {second['median_ape']:.1%} / "
+                      f"{second['p90_ape']:.1%}")
 
 
 def combine_external_reports(reports: list[dict]) -> dict:
