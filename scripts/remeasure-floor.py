@@ -7,8 +7,8 @@ a prediction's errors. Measures nothing. Steps pair by (family, model, batch, co
         own profile's prices)
     python scripts/remeasure-floor.py --scan DIR [--within SECONDS] [--family hf]
         every pair of reports under DIR from the same machine folder, in the same dtype, measured at most SECONDS
-        apart (default 600) with at least 30 steps of the family in common: a line each, then per machine folder
-        the median of the pairs' figures
+        apart (default 600) with at least 30 steps of the family in common: a line each; a line for each report
+        of `validate --remeasure`, its two passes; then per machine folder the median of the pairs' figures
 """
 
 from __future__ import annotations
@@ -62,7 +62,7 @@ def compare(path_a: str, path_b: str) -> None:
 
 
 def scan(root: str, within_s: float, family: str) -> None:
-    reports = []
+    reports, within = [], []
     for path in sorted(Path(root).rglob("*.json")):
         try:
             report = json.loads(path.read_text())
@@ -75,6 +75,12 @@ def scan(root: str, within_s: float, family: str) -> None:
             if rows:
                 machine = path.relative_to(root).parts[0]  # calibrate/<machine>/...
                 reports.append((machine, path, dtype, dt.datetime.fromisoformat(r["created"]), rows))
+            again = [row for row in rows if row.get("remeasured_s") is not None]
+            if len(again) >= MIN_COMMON or (again and len(again) == len(rows)):  # validate --remeasure, in one run
+                rep = get_repeatability(again)
+                ratio = float(np.median([row["remeasured_s"] / row["measured_s"] for row in again]))
+                within.append((path.relative_to(root).parts[0], dtype, r["created"], r.get("remeasure_gap_s"), rep,
+                               ratio, path.name))
     per_folder: dict = {}
     for (machine, pa, da, ta, ra), (other, pb, db, tb, rb) in itertools.combinations(reports, 2):
         if da != db or machine != other:
@@ -92,6 +98,9 @@ def scan(root: str, within_s: float, family: str) -> None:
         print(f"{machine:<22} {da} {ta:%Y-%m-%d %H:%M} -> {tb:%H:%M} ({gap_s:3.0f} s) n {rep['n']}: "
               f"|B/A - 1| {rep['median_ape']:5.1%} / {rep['p90_ape']:5.1%} (median / p90), B/A {ratio:.3f}  "
               f"{pa.name} | {pb.name}")
+    for machine, dtype, created, gap_s, rep, ratio, name in within:
+        print(f"{machine:<22} {dtype} {created[:16].replace('T', ' ')} measured twice ({gap_s:.0f} s apart) n "
+              f"{rep['n']}: |B/A - 1| {rep['median_ape']:5.1%} / {rep['p90_ape']:5.1%}, B/A {ratio:.3f}  {name}")
     for machine, reps in per_folder.items():
         med = [r["median_ape"] for r in reps]
         p90 = [r["p90_ape"] for r in reps]

@@ -124,3 +124,38 @@ def test_remeasure_belongs_to_validate_family(argv, capsys):
     assert main(["validate", "--profile", PROFILE, *argv]) == 2
     flag = argv[-1]
     assert f"{flag} belongs to 'validate --family'" in capsys.readouterr().err
+
+
+def write_report(path, created, measured, remeasured=None):
+    import json
+
+    rows = [{**row(f"m{i % 2}", 1 + i, t, predicted_s=t), "family": "hf"} for i, t in enumerate(measured)]
+    if remeasured is not None:
+        rows = [{**r, "remeasured_s": t} for r, t in zip(rows, remeasured)]
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps({"kind": "external-hold-out", "dtype": "fp32", "created": created, "profile": "p.yaml",
+                                "configs": rows, "remeasure_gap_s": 60.0 if remeasured else None}))
+
+
+def test_floor_script_pairs_reports_of_one_machine_within_the_window(tmp_path):
+    import subprocess
+    import sys
+
+    script = Path(__file__).resolve().parent.parent / "scripts" / "remeasure-floor.py"
+    a = [0.010 * (1 + i / 40) for i in range(40)]
+    b = [t * (1.1 if i % 2 else 1.0) for i, t in enumerate(a)]  # half the steps 10 % slower: median 5 %, p90 10 %
+    write_report(tmp_path / "vm-a" / "h" / "1.json", "2026-12-07T10:00:00+00:00", a)
+    write_report(tmp_path / "vm-a" / "h" / "2.json", "2026-12-07T10:05:00+00:00", b)
+    write_report(tmp_path / "vm-a" / "h" / "late.json", "2026-12-07T11:00:00+00:00", b)  # outside 600 s
+    write_report(tmp_path / "vm-b" / "1.json", "2026-12-07T10:01:00+00:00", b)  # another machine
+    write_report(tmp_path / "vm-b" / "again.json", "2026-12-07T12:00:00+00:00", a, remeasured=b)
+    out = subprocess.run([sys.executable, str(script), "--scan", str(tmp_path)], capture_output=True, text=True,
+                         check=True).stdout
+    assert "vm-a: 1 pairs" in out and "vm-b: " not in out  # no pair across machines or past the window
+    pair = next(line for line in out.splitlines() if line.startswith("vm-a") and "(300 s)" in line)
+    assert "|B/A - 1|  5.0% / 10.0%" in pair
+    twice = next(line for line in out.splitlines() if "measured twice (60 s apart)" in line)
+    assert twice.startswith("vm-b") and "5.0% / 10.0%" in twice
+    out = subprocess.run([sys.executable, str(script), str(tmp_path / "vm-a" / "h" / "1.json"),
+                          str(tmp_path / "vm-a" / "h" / "2.json")], capture_output=True, text=True, check=True).stdout
+    assert "hf " in out and "B vs A   5.0% /  10.0%" in out
