@@ -389,7 +389,8 @@ def cmd_validate_family(args, profile_path, profile, out_dir) -> int:
     for dtype in dtypes:
         report = run_external_validation(profile_path, device, dtype, families, quick=args.quick, seed=args.seed,
                                          progress=not args.no_progress, model_source=args.model,
-                                         tiny=getattr(args, "tiny", False), remeasure=args.remeasure)
+                                         tiny=getattr(args, "tiny", False),
+                                         remeasure=getattr(args, "remeasure", False))
         print_external_report(report)
         reports.append(report)
     path = write_external_report(combine_external_reports(reports), out_dir,

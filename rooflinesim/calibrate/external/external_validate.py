@@ -279,9 +279,9 @@ def print_repeatability(report: dict, console) -> None:
         rep, first, second = s["repeatability"], s["calibrated"], s["calibrated_remeasured"]
         console.print(f"  {family}: the same {rep['n']} steps measured again {report['remeasure_gap_s']:.0f} s later "
                       f"differ by {rep['median_ape']:.1%} (median), {rep['p90_ape']:.1%} (p90), errors of that size "
-                      f"cannot be told from the machine's movement; prediction against the first pass {first['median_ape']:.1%} / "
-                      f"{first['p90_ape']:.1%}, against the second {second['median_ape']:.1%} / "
-                      f"{second['p90_ape']:.1%}")
+                      "cannot be told from the machine's movement; prediction against the first pass "
+                      f"{first['median_ape']:.1%} / {first['p90_ape']:.1%}, against the second "
+                      f"{second['median_ape']:.1%} / {second['p90_ape']:.1%}")
 
 
 def combine_external_reports(reports: list[dict]) -> dict:
